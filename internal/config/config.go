@@ -1,0 +1,289 @@
+// Package config holds sluice's one configuration tree: defaults, validation,
+// and loading from a YAML file, flags and SLUICE_* environment variables.
+// It is the only package that reads the environment.
+//
+// Precedence, lowest first: built-in defaults, the YAML file, environment
+// variables, command-line flags.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-mq/sluice/internal/topicconfig"
+)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Flush configures when the write-ahead log is fsynced.
+type Flush struct {
+	// Mode: "batch" (fsync every group commit; durable default), "messages"
+	// (every Messages records), "interval" (every Interval), "os" (never
+	// fsync; the OS writes back).
+	Mode     string        `yaml:"mode"`
+	Messages int64         `yaml:"messages"`
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Config is the whole broker configuration.
+type Config struct {
+	// Listen is the Kafka listener address (host:port; port 0 picks one).
+	Listen string `yaml:"listen"`
+	// AdvertisedAddr is the host:port clients are told to connect to;
+	// empty means derived from Listen.
+	AdvertisedAddr string `yaml:"advertised_addr"`
+	// AdminListen is the HTTP address for /metrics and admin; empty disables.
+	AdminListen string `yaml:"admin_listen"`
+	// DataDir holds the WAL, local objects and embedded metadata.
+	DataDir string `yaml:"data_dir"`
+	// NodeID is this broker's id.
+	NodeID int32 `yaml:"node_id"`
+	// ClusterID is reported in Metadata; empty means generated once and kept.
+	ClusterID string `yaml:"cluster_id"`
+
+	AutoCreateTopics  bool  `yaml:"auto_create_topics"`
+	DefaultPartitions int32 `yaml:"default_partitions"`
+	// MaxRequestBytes bounds one request frame (socket.request.max.bytes).
+	MaxRequestBytes int32 `yaml:"max_request_bytes"`
+
+	Flush Flush `yaml:"flush"`
+	// WALSegmentBytes is the size at which a WAL file is closed and rolled
+	// into objects.
+	WALSegmentBytes int64 `yaml:"wal_segment_bytes"`
+	// RetentionCheckInterval is how often retention and compaction run.
+	RetentionCheckInterval time.Duration `yaml:"retention_check_interval"`
+
+	// TopicDefaults are broker-level defaults for topic configs, keyed by the
+	// topic config name (retention.ms, max.message.bytes, ...).
+	TopicDefaults map[string]string `yaml:"topic_defaults"`
+
+	LogLevel  string `yaml:"log_level"`
+	LogFormat string `yaml:"log_format"` // text or json
+}
+
+// Default returns the built-in defaults.
+func Default() Config {
+	return Config{
+		Listen:                 "0.0.0.0:9092",
+		DataDir:                "./sluice-data",
+		NodeID:                 0,
+		AutoCreateTopics:       true,
+		DefaultPartitions:      1,
+		MaxRequestBytes:        100 << 20,
+		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
+		WALSegmentBytes:        64 << 20,
+		RetentionCheckInterval: 30 * time.Second,
+		TopicDefaults:          map[string]string{},
+		LogLevel:               "info",
+		LogFormat:              "text",
+	}
+}
+
+// Validate checks every key and names the bad one.
+func (c *Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen", "%q is not host:port: %v", c.Listen, err)
+	}
+	if c.AdvertisedAddr != "" {
+		h, p, err := net.SplitHostPort(c.AdvertisedAddr)
+		if err != nil || h == "" {
+			return bad("advertised_addr", "%q is not host:port", c.AdvertisedAddr)
+		}
+		if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+			return bad("advertised_addr", "port %q out of range", p)
+		}
+	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return bad("admin_listen", "%q is not host:port", c.AdminListen)
+		}
+	}
+	if c.DataDir == "" {
+		return bad("data_dir", "must not be empty")
+	}
+	if c.NodeID < 0 {
+		return bad("node_id", "must be >= 0, got %d", c.NodeID)
+	}
+	if c.DefaultPartitions < 1 {
+		return bad("default_partitions", "must be >= 1, got %d", c.DefaultPartitions)
+	}
+	if c.MaxRequestBytes < 1024 {
+		return bad("max_request_bytes", "must be >= 1024, got %d", c.MaxRequestBytes)
+	}
+	switch c.Flush.Mode {
+	case "batch", "os":
+	case "messages":
+		if c.Flush.Messages < 1 {
+			return bad("flush.messages", "must be >= 1 with flush.mode=messages")
+		}
+	case "interval":
+		if c.Flush.Interval <= 0 {
+			return bad("flush.interval", "must be > 0 with flush.mode=interval")
+		}
+	default:
+		return bad("flush.mode", "%q is not one of batch, messages, interval, os", c.Flush.Mode)
+	}
+	if c.WALSegmentBytes < 1<<20 {
+		return bad("wal_segment_bytes", "must be >= 1048576, got %d", c.WALSegmentBytes)
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return bad("retention_check_interval", "must be > 0")
+	}
+	for k, v := range c.TopicDefaults {
+		if err := topicconfig.ValidateValue(k, v); err != nil {
+			return fmt.Errorf("%w: topic_defaults.%s: %v", ErrInvalid, k, err)
+		}
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// LoadFile merges a YAML file into c. Unknown keys are errors.
+func (c *Config) LoadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: config file: %v", ErrInvalid, err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("%w: config file %s: %v", ErrInvalid, path, err)
+	}
+	return nil
+}
+
+// envKeys maps SLUICE_* variables to YAML keys (nested with "."), derived
+// from the struct tags so they cannot drift.
+func envKeys() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("yaml")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			key := prefix + tag
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+				walk(f.Type, key+".")
+				continue
+			}
+			env := "SLUICE_" + strings.ToUpper(strings.NewReplacer(".", "_").Replace(key))
+			out[env] = key
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
+}
+
+// LoadEnv applies SLUICE_* variables from environ (os.Environ() form).
+// SLUICE_TOPIC_DEFAULTS takes "k=v,k=v".
+func (c *Config) LoadEnv(environ []string) error {
+	keys := envKeys()
+	names := make([]string, 0, len(environ))
+	vals := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "SLUICE_") {
+			continue
+		}
+		if _, known := keys[k]; !known {
+			continue // other SLUICE_ variables (e.g. SLUICE_BROKERS for the CLI) are not ours
+		}
+		names = append(names, k)
+		vals[k] = v
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := c.Set(keys[k], vals[k]); err != nil {
+			return fmt.Errorf("%w (from %s)", err, k)
+		}
+	}
+	return nil
+}
+
+// Set assigns one key given in YAML form ("flush.mode") from a string.
+func (c *Config) Set(key, value string) error {
+	bad := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrInvalid, key, err) }
+	v := reflect.ValueOf(c).Elem()
+	parts := strings.Split(key, ".")
+	for i, p := range parts {
+		t := v.Type()
+		found := false
+		for j := 0; j < t.NumField(); j++ {
+			if t.Field(j).Tag.Get("yaml") == p {
+				v = v.Field(j)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return bad(errors.New("unknown key"))
+		}
+		if i < len(parts)-1 && v.Kind() != reflect.Struct {
+			return bad(errors.New("unknown key"))
+		}
+	}
+	switch {
+	case v.Type() == reflect.TypeOf(time.Duration(0)):
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return bad(err)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(value)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return bad(err)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int32 || v.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(value, 10, v.Type().Bits())
+		if err != nil {
+			return bad(err)
+		}
+		v.SetInt(n)
+	case v.Kind() == reflect.Map:
+		m := map[string]string{}
+		for _, kv := range strings.Split(value, ",") {
+			if kv == "" {
+				continue
+			}
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return bad(fmt.Errorf("%q is not k=v", kv))
+			}
+			m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		}
+		v.Set(reflect.ValueOf(m))
+	default:
+		return bad(errors.New("unsupported type"))
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	cases := []struct {
+		key string
+		mod func(*Config)
+	}{
+		{"listen", func(c *Config) { c.Listen = "nope" }},
+		{"advertised_addr", func(c *Config) { c.AdvertisedAddr = "host:99999" }},
+		{"data_dir", func(c *Config) { c.DataDir = "" }},
+		{"default_partitions", func(c *Config) { c.DefaultPartitions = 0 }},
+		{"flush.mode", func(c *Config) { c.Flush.Mode = "sometimes" }},
+		{"flush.interval", func(c *Config) { c.Flush.Mode = "interval"; c.Flush.Interval = 0 }},
+		{"max_request_bytes", func(c *Config) { c.MaxRequestBytes = 10 }},
+		{"topic_defaults.retention.ms", func(c *Config) { c.TopicDefaults = map[string]string{"retention.ms": "soon"} }},
+		{"topic_defaults.bogus.key", func(c *Config) { c.TopicDefaults = map[string]string{"bogus.key": "1"} }},
+		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			c := Default()
+			tc.mod(&c)
+			err := c.Validate()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("want an ErrInvalid naming %q, got %v", tc.key, err)
+			}
+		})
+	}
+}
+
+func TestLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sluice.yaml")
+	os.WriteFile(file, []byte("listen: 127.0.0.1:1111\ndata_dir: /from/file\nflush:\n  mode: interval\n  interval: 20ms\n"), 0o644)
+	c := Default()
+	if err := c.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LoadEnv([]string{"SLUICE_DATA_DIR=/from/env", "SLUICE_FLUSH_MESSAGES=7", "SLUICE_BROKERS=ignored:1", "SLUICE_TOPIC_DEFAULTS=retention.ms=5,max.message.bytes=100"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("listen", "127.0.0.1:2222"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:2222" || c.DataDir != "/from/env" || c.Flush.Mode != "interval" ||
+		c.Flush.Interval != 20*time.Millisecond || c.Flush.Messages != 7 || c.TopicDefaults["retention.ms"] != "5" {
+		t.Fatalf("layers merged wrong: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(file, []byte("listen: 1\nnot_a_key: 3\n"), 0o644)
+	c := Default()
+	if err := c.LoadFile(file); err == nil || !strings.Contains(err.Error(), "not_a_key") {
+		t.Fatalf("unknown yaml key: got %v", err)
+	}
+	if err := c.LoadEnv([]string{"SLUICE_NODE_ID=abc"}); err == nil || !strings.Contains(err.Error(), "SLUICE_NODE_ID") {
+		t.Fatalf("bad env: got %v", err)
+	}
+	if err := c.Set("flush.nope", "1"); err == nil {
+		t.Fatal("unknown nested key accepted")
+	}
+	if err := c.Set("retention_check_interval", "soon"); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+}

@@ -1,0 +1,47 @@
+// Package objstore is the object-store boundary of sluice: the one place data
+// objects (rolled WAL contents, packed partitions, compacted segments) are
+// written and read. Implementations: localfs (single node, the default) and,
+// in cluster mode, an S3-compatible store. Every implementation passes the
+// shared suite in objstoretest.
+//
+// Objects are immutable once Put: a key is written once and never rewritten
+// in place (compaction writes new keys and deletes old ones). That is what lets
+// any broker read any object without coordination.
+package objstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) when a key does not exist.
+var ErrNotFound = errors.New("objstore: object not found")
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Storage is the small interface every backend implements.
+type Storage interface {
+	// Put stores size bytes read from r under key, durably: when Put returns
+	// nil the object survives a crash of this process and of the machine.
+	// Put of an existing key replaces it atomically (readers see old or new,
+	// never a mix), though sluice itself never reuses keys.
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// ReadAt reads len(p) bytes at offset off. It returns io.ErrUnexpectedEOF
+	// (wrapped) if the object is shorter, ErrNotFound if it does not exist.
+	ReadAt(ctx context.Context, key string, p []byte, off int64) error
+	// Size returns the object's size, or ErrNotFound.
+	Size(ctx context.Context, key string) (int64, error)
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns every object whose key starts with prefix, sorted by key.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Close releases resources (open file handles, connections).
+	Close() error
+}
