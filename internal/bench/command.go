@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+// Command returns `sluice bench`, for cmd/sluice to mount.
+func Command() *cobra.Command {
+	cfg := DefaultConfig()
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Produce and consume a fixed workload and report throughput and latency",
+		Long: `bench produces --records values of --size random bytes over --partitions
+partitions with franz-go, then consumes them back from where it began, and
+reports produce and consume records/s and MB/s (10^6 bytes of values per
+second), per-record produce latency (Produce call to promise) and the total
+elapsed time.
+
+--target kfake runs against franz-go's in-memory fake broker started inside
+this process; --compare runs against --brokers and then kfake and prints the
+ratios of the two. --disk-bw DIR also measures the disk's direct-write
+bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
+		Example: `  sluice bench --brokers 127.0.0.1:9092 --records 1000000 --size 100
+  sluice bench --rate 50 --acks all --json         # latency at 50 MB/s
+  sluice bench --compare --partitions 8 --producers 2
+  sluice bench --target kfake --records 200000
+  sluice bench --disk-bw /var/lib/sluice --records 0`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			res, err := Run(cmd.Context(), cfg, logger)
+			if res != nil {
+				var werr error
+				if cfg.JSON {
+					werr = res.WriteJSON(cmd.OutOrStdout())
+				} else {
+					werr = res.WriteText(cmd.OutOrStdout())
+				}
+				if err == nil {
+					err = werr
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Brokers, "brokers", cfg.Brokers, "seed brokers, comma separated")
+	f.StringVar(&cfg.Target, "target", cfg.Target, `"brokers" (the --brokers) or "kfake" (in-process fake cluster)`)
+	f.BoolVar(&cfg.Compare, "compare", cfg.Compare, "run against --brokers and then in-process kfake; print both and the ratios")
+	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic; default a new bench-<unix nanos>, created and then deleted")
+	f.BoolVar(&cfg.KeepTopic, "keep-topic", cfg.KeepTopic, "do not delete the topic the run created")
+	f.Int64Var(&cfg.Records, "records", cfg.Records, "records to produce and consume (0: only --disk-bw)")
+	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes per record value")
+	f.Int32Var(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the created topic")
+	f.Int16Var(&cfg.Replication, "replication", cfg.Replication, "replication factor of the created topic (-1: broker default)")
+	f.StringVar(&cfg.Acks, "acks", cfg.Acks, "all, 1 or 0 (1 and 0 turn idempotence off)")
+	f.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "idempotent producer, as kgo defaults (needs --acks all)")
+	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "none, gzip, snappy, lz4 or zstd")
+	f.IntVar(&cfg.Producers, "producers", cfg.Producers, "producer clients, each sending an equal share")
+	f.DurationVar(&cfg.Linger, "linger", cfg.Linger, "producer linger (0: kgo default, none)")
+	f.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per broker (0: kgo default; >1 needs --idempotent=false)")
+	f.Int32Var(&cfg.BatchMaxBytes, "batch-max-bytes", cfg.BatchMaxBytes, "producer batch max bytes (0: kgo default)")
+	f.IntVar(&cfg.MaxBuffered, "max-buffered-records", cfg.MaxBuffered, "records a producer buffers before Produce blocks (0: kgo default)")
+	f.Float64Var(&cfg.RateMBps, "rate", cfg.RateMBps, "target produce rate in MB/s over all producers (0: as fast as possible)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the whole run after this long")
+	f.DurationVar(&cfg.ConsumeTimeout, "consume-idle-timeout", cfg.ConsumeTimeout, "give up consuming after this long without a record")
+	f.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the result as JSON")
+	f.StringVar(&cfg.DiskBWDir, "disk-bw", cfg.DiskBWDir, "also measure direct-write bandwidth of the disk holding this directory")
+	f.Int64Var(&cfg.DiskBWBytes, "disk-bw-size", cfg.DiskBWBytes, "bytes to write per --disk-bw mode")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log progress to stderr")
+	return cmd
+}

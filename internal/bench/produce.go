@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// producerOpts turns the config into kgo producer options.
+func producerOpts(cfg Config, brokers []string, topic string) ([]kgo.Opt, error) {
+	acks, err := parseAcks(cfg.Acks)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := parseCompression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(acks),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(cfg.Linger),
+	}
+	if !cfg.idempotent() {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	if cfg.MaxInflight > 0 {
+		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInflight))
+	}
+	if cfg.BatchMaxBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
+	}
+	if cfg.MaxBuffered > 0 {
+		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBuffered))
+	}
+	return opts, nil
+}
+
+// produceTally collects promise outcomes from every producer.
+type produceTally struct {
+	ok, failed, bytes atomic.Int64
+	errOnce           sync.Once
+	firstErr          error
+}
+
+func (t *produceTally) fail(err error) {
+	t.failed.Add(1)
+	t.errOnce.Do(func() { t.firstErr = err })
+}
+
+// produce sends cfg.Records values from pool to topic, split evenly over
+// cfg.Producers clients, and waits for every promise.
+func produce(ctx context.Context, cfg Config, brokers []string, topic string, pool *valuePool) (ProduceStats, error) {
+	opts, err := producerOpts(cfg, brokers, topic)
+	if err != nil {
+		return ProduceStats{}, err
+	}
+	clients := make([]*kgo.Client, cfg.Producers)
+	for i := range clients {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			for _, c := range clients[:i] {
+				c.Close()
+			}
+			return ProduceStats{}, fmt.Errorf("bench: producer client: %w", err)
+		}
+		clients[i] = cl
+	}
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+
+	var (
+		tally    produceTally
+		wg       sync.WaitGroup
+		lat      = make([]*Histogram, cfg.Producers)
+		intended = make([]*Histogram, cfg.Producers)
+		perMBps  = cfg.RateMBps / float64(cfg.Producers)
+	)
+	start := time.Now()
+	for i, cl := range clients {
+		n := cfg.Records / int64(cfg.Producers)
+		if int64(i) < cfg.Records%int64(cfg.Producers) {
+			n++
+		}
+		lat[i] = NewHistogram()
+		var pc *pacer
+		if cfg.RateMBps > 0 {
+			intended[i] = NewHistogram()
+			pc = newPacer(perMBps*1e6, cfg.Size, start)
+		}
+		wg.Add(1)
+		go func(first uint64) {
+			defer wg.Done()
+			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally)
+		}(uint64(i) << 40)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	all := NewHistogram()
+	for _, h := range lat {
+		all.Merge(h)
+	}
+	st := ProduceStats{
+		Records: tally.ok.Load(),
+		Errors:  tally.failed.Load(),
+		Bytes:   tally.bytes.Load(),
+		Elapsed: elapsed,
+		Latency: all.Summary(),
+	}
+	if tally.firstErr != nil {
+		st.FirstError = tally.firstErr.Error()
+	}
+	st.RecordsPerSec = perSec(st.Records, elapsed)
+	st.MBPerSec = perSec(st.Bytes, elapsed) / 1e6
+	if cfg.RateMBps > 0 {
+		in := NewHistogram()
+		for _, h := range intended {
+			in.Merge(h)
+		}
+		s := in.Summary()
+		st.Intended = &s
+	}
+	return st, ctx.Err()
+}
+
+// produceLoop is one producer: n records, paced if pc is set, then Flush.
+func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uint64, n int64,
+	pc *pacer, lat, intended *Histogram, tally *produceTally) {
+	for i := range uint64(n) {
+		var due time.Time
+		if pc != nil {
+			var err error
+			if due, err = pc.wait(ctx); err != nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		r := &kgo.Record{Value: pool.value(first + i)}
+		sent := time.Now()
+		if pc == nil || sent.Before(due) {
+			// A record the pacer let out a little early counts from when
+			// it was sent, so intended latency is never below actual.
+			due = sent
+		}
+		// Produce blocks while the client's buffer is full; that wait is
+		// part of the latency a caller sees, so the clock starts before it.
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			now := time.Now()
+			if err != nil {
+				tally.fail(err)
+				return
+			}
+			lat.Record(now.Sub(sent))
+			if intended != nil {
+				intended.Record(now.Sub(due))
+			}
+			tally.ok.Add(1)
+			tally.bytes.Add(int64(len(r.Value)))
+		})
+	}
+	_ = cl.Flush(ctx) // only fails when ctx ends, which the caller reports
+}
