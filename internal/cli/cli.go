@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Sentinel errors; commands wrap them with the topic name so callers can use
@@ -148,4 +149,19 @@ func lookupTopic(cmd *cobra.Command, adm *kadm.Client, topic string) (kadm.Topic
 		return kadm.TopicDetail{}, topicErr(topic, td.Err, "")
 	}
 	return td, nil
+}
+
+// autoCreateTopic sends a metadata request that allows topic auto-creation,
+// as Kafka producers do. An error for the topic is not returned here: the
+// caller's lookup reports it in words.
+func autoCreateTopic(cmd *cobra.Command, cl *kgo.Client, topic string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = true
+	if _, err := req.RequestWith(cmd.Context(), cl); err != nil {
+		return fmt.Errorf("fetching metadata: %w", err)
+	}
+	return nil
 }

@@ -110,6 +110,11 @@ func runProduce(cmd *cobra.Command, topic string, o produceOpts) error {
 
 	// Check the topic up front: it turns "unknown topic" and "no such
 	// partition" into immediate, clear errors instead of produce retries.
+	// The metadata request allows auto-creation, as a producer's does, so
+	// a broker with auto-create on creates the topic here.
+	if err := autoCreateTopic(cmd, cl, topic); err != nil {
+		return err
+	}
 	td, err := lookupTopic(cmd, kadm.NewClient(cl), topic)
 	if err != nil {
 		return err

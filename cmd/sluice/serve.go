@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// flagKeys maps serve's flags to config keys: flags -> config is all this
+// file does.
+var flagKeys = []struct{ flag, key, usage string }{
+	{"listen", "listen", "Kafka listener host:port"},
+	{"data-dir", "data_dir", "directory for the WAL, objects and metadata"},
+	{"advertised-addr", "advertised_addr", "host:port clients are told to connect to"},
+	{"admin-listen", "admin_listen", "HTTP address for /metrics and /healthz (empty: off)"},
+	{"node-id", "node_id", "this broker's node id"},
+	{"cluster-id", "cluster_id", "cluster id (generated on first start when empty)"},
+	{"default-partitions", "default_partitions", "partitions for auto-created topics and CreateTopics with -1"},
+	{"auto-create-topics", "auto_create_topics", "create unknown topics on first metadata request (true/false)"},
+	{"max-request-bytes", "max_request_bytes", "largest request frame accepted"},
+	{"flush", "flush.mode", "when the WAL is fsynced: batch (every group commit), messages, interval, os"},
+	{"flush-messages", "flush.messages", "records between fsyncs with --flush=messages"},
+	{"flush-interval", "flush.interval", "time between fsyncs with --flush=interval (e.g. 50ms)"},
+	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
+	{"retention-check-interval", "retention_check_interval", "how often retention and compaction run"},
+	{"topic-defaults", "topic_defaults", "broker-level topic config defaults, k=v,k=v (e.g. retention.ms=3600000)"},
+	{"log-level", "log_level", "debug, info, warn, error"},
+	{"log-format", "log_format", "text or json"},
+}
+
+func serveCommand() *cobra.Command {
+	var configFile, readyFile string
+	vals := make([]string, len(flagKeys))
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a broker (single node on local disk by default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := config.Default()
+			if configFile != "" {
+				if err := cfg.LoadFile(configFile); err != nil {
+					return err
+				}
+			}
+			if err := cfg.LoadEnv(os.Environ()); err != nil {
+				return err
+			}
+			for i, f := range flagKeys {
+				if cmd.Flags().Changed(f.flag) {
+					if err := cfg.Set(f.key, vals[i]); err != nil {
+						return fmt.Errorf("%w (from --%s)", err, f.flag)
+					}
+				}
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			logger := newLogger(cfg)
+			ctx := cmd.Context()
+			srv, err := server.Start(ctx, cfg, logger)
+			if err != nil {
+				return err
+			}
+			if readyFile != "" {
+				if err := os.WriteFile(readyFile, []byte(srv.Addr()+"\n"), 0o644); err != nil {
+					srv.Close()
+					return fmt.Errorf("ready-file: %w", err)
+				}
+			}
+			<-ctx.Done()
+			logger.Info("shutting down")
+			return srv.Close()
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file (flags and SLUICE_* env override it)")
+	cmd.Flags().StringVar(&readyFile, "ready-file", "", "write the bound Kafka address to this file once ready")
+	def := config.Default()
+	for i, f := range flagKeys {
+		cmd.Flags().StringVar(&vals[i], f.flag, defaultString(def, f.key), f.usage)
+	}
+	return cmd
+}
+
+func defaultString(c config.Config, key string) string {
+	switch key {
+	case "listen":
+		return c.Listen
+	case "data_dir":
+		return c.DataDir
+	case "flush.mode":
+		return c.Flush.Mode
+	case "log_level":
+		return c.LogLevel
+	}
+	return ""
+}
+
+func newLogger(cfg config.Config) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

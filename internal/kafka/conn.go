@@ -1,0 +1,239 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Framing errors. Any of them closes the connection: the byte stream can no
+// longer be trusted to be at a frame boundary.
+var (
+	ErrFrameTooLarge   = errors.New("kafka: request frame exceeds max_request_bytes")
+	ErrFrameInvalid    = errors.New("kafka: invalid request frame")
+	ErrUnknownAPI      = errors.New("kafka: unknown api key")
+	ErrUnsupportedVers = errors.New("kafka: unsupported api version")
+)
+
+// RequestHeader is the parsed Kafka request header.
+type RequestHeader struct {
+	APIKey        int16
+	APIVersion    int16
+	CorrelationID int32
+	ClientID      *string
+}
+
+// readFrame reads one size-prefixed frame. buf is reused when large enough.
+func readFrame(r io.Reader, max int32, buf []byte) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 8 { // api key + version + correlation id at least
+		return nil, fmt.Errorf("%w: size %d", ErrFrameInvalid, n)
+	}
+	if n > max {
+		return nil, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, n, max)
+	}
+	if int32(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// parseHeader parses the request header and returns the body that follows.
+// Whether the header has tagged fields depends on the request version being
+// flexible, so the registry is consulted.
+func parseHeader(frame []byte) (RequestHeader, kmsg.Request, []byte, error) {
+	var h RequestHeader
+	if len(frame) < 8 {
+		return h, nil, nil, ErrFrameInvalid
+	}
+	h.APIKey = int16(binary.BigEndian.Uint16(frame[0:]))
+	h.APIVersion = int16(binary.BigEndian.Uint16(frame[2:]))
+	h.CorrelationID = int32(binary.BigEndian.Uint32(frame[4:]))
+	req := kmsg.RequestForKey(h.APIKey)
+	if req == nil {
+		return h, nil, nil, fmt.Errorf("%w: %d", ErrUnknownAPI, h.APIKey)
+	}
+	req.SetVersion(h.APIVersion)
+	rd := kbin.Reader{Src: frame[8:]}
+	h.ClientID = rd.NullableString()
+	if req.IsFlexible() {
+		skipTags(&rd)
+	}
+	if !rd.Ok() {
+		return h, nil, nil, fmt.Errorf("%w: truncated header", ErrFrameInvalid)
+	}
+	return h, req, rd.Src, nil
+}
+
+func skipTags(rd *kbin.Reader) {
+	n := rd.Uvarint()
+	for i := uint32(0); i < n && rd.Ok(); i++ {
+		rd.Uvarint() // tag
+		l := rd.Uvarint()
+		rd.Span(int(l))
+	}
+}
+
+// pending is a dispatched request awaiting its response.
+type pending struct {
+	hdr                   RequestHeader
+	complete              func() kmsg.Response // nil means no response (acks=0 produce)
+	apiVersionsV0Fallback bool
+}
+
+// conn serves one client connection.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	logger *slog.Logger
+	queue  chan pending
+	wg     sync.WaitGroup
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.closed)
+		c.nc.Close()
+	})
+}
+
+func (c *conn) serve(ctx context.Context) {
+	defer c.close()
+	c.wg.Add(1)
+	go c.writeLoop()
+	defer func() {
+		close(c.queue)
+		c.wg.Wait()
+	}()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var buf []byte
+	for {
+		frame, err := readFrame(br, c.srv.cfg.MaxRequestBytes, buf)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.logger.Debug("closing connection", "err", err)
+			}
+			return
+		}
+		// Large frames are not kept around as the next read buffer: a single
+		// 100 MB request should not pin 100 MB per idle connection.
+		if cap(frame) <= 1<<20 {
+			buf = frame
+		}
+		p, err := c.dispatch(ctx, frame)
+		if err != nil {
+			c.srv.metrics.badRequests.Inc()
+			c.logger.Info("closing connection after bad request", "err", err)
+			return
+		}
+		select {
+		case c.queue <- p:
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// dispatch decodes one request and runs the ordered part of its handler.
+// The frame buffer is reused after dispatch returns, so requests are decoded
+// with copying reads (ReadFrom, not UnsafeReadFrom).
+func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
+	hdr, req, body, err := parseHeader(frame)
+	if err != nil {
+		return pending{}, err
+	}
+	api, ok := c.srv.apis[hdr.APIKey]
+	if !ok {
+		return pending{}, fmt.Errorf("%w: %d (%s)", ErrUnknownAPI, hdr.APIKey, kmsg.NameForKey(hdr.APIKey))
+	}
+	if hdr.APIVersion < api.min || hdr.APIVersion > api.max {
+		if hdr.APIKey == int16(kmsg.ApiVersions) {
+			// KIP-511: answer an unknown ApiVersions version with a v0
+			// response carrying UNSUPPORTED_VERSION and our ranges, so the
+			// client can retry with a version we speak.
+			return pending{hdr: hdr, apiVersionsV0Fallback: true, complete: func() kmsg.Response {
+				return c.srv.apiVersionsResponse(0, 35)
+			}}, nil
+		}
+		return pending{}, fmt.Errorf("%w: %s v%d (supported %d-%d)", ErrUnsupportedVers, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, api.min, api.max)
+	}
+	// Copy the body: the frame buffer is reused for the next request, and
+	// kmsg's ReadFrom keeps sub-slices (record batches) of its input.
+	own := make([]byte, len(body))
+	copy(own, body)
+	if err := req.ReadFrom(own); err != nil {
+		return pending{}, fmt.Errorf("%w: decoding %s v%d: %v", ErrFrameInvalid, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
+	}
+	c.srv.metrics.requests.WithLabelValues(kmsg.NameForKey(hdr.APIKey)).Inc()
+	rc := &reqCtx{ctx: ctx, hdr: hdr, conn: c}
+	complete := api.handle(rc, req)
+	return pending{hdr: hdr, complete: complete}, nil
+}
+
+// writeLoop completes pending requests in order and writes their responses.
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	for p := range c.queue {
+		if p.complete == nil {
+			continue
+		}
+		resp := p.complete()
+		if resp == nil {
+			continue
+		}
+		buf = appendResponse(buf[:0], p.hdr, resp, p.apiVersionsV0Fallback)
+		if _, err := bw.Write(buf); err != nil {
+			c.close()
+			continue // drain the queue so the reader can exit
+		}
+		// Flush only when nothing else is ready, so pipelined responses
+		// share a syscall.
+		if len(c.queue) == 0 {
+			if err := bw.Flush(); err != nil {
+				c.close()
+			}
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+	bw.Flush()
+}
+
+// appendResponse frames resp: size, correlation id, header tags when the
+// response is flexible (except ApiVersions, whose response header is always
+// v0 so that clients can parse it before knowing the version), body.
+func appendResponse(dst []byte, hdr RequestHeader, resp kmsg.Response, v0fallback bool) []byte {
+	if !v0fallback {
+		resp.SetVersion(hdr.APIVersion)
+	}
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, hdr.CorrelationID)
+	if resp.IsFlexible() && resp.Key() != int16(kmsg.ApiVersions) {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}

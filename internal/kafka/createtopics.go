@@ -1,0 +1,105 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/topicconfig"
+)
+
+// CreateTopics v2-v7. v2 is the KIP-896 floor; v5+ flexible and returns the
+// created topic's configs; v7 returns the topic id.
+func init() { register(kmsg.CreateTopics, 2, 7, handleCreateTopics) }
+
+func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions = -1
+		st.ReplicationFactor = -1
+		fail := func(code int16, msg string) {
+			st.ErrorCode = code
+			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		if seen[rt.Topic] > 1 {
+			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q appears more than once in the request", rt.Topic))
+			continue
+		}
+		configs := map[string]string{}
+		bad := ""
+		for _, c := range rt.Configs {
+			if c.Value == nil {
+				bad = fmt.Sprintf("null value for config %q is not supported", c.Name)
+				break
+			}
+			configs[c.Name] = *c.Value
+		}
+		if bad != "" {
+			fail(kerr.InvalidConfig.Code, bad)
+			continue
+		}
+		if len(rt.ReplicaAssignment) > 0 {
+			for _, a := range rt.ReplicaAssignment {
+				if len(a.Replicas) != 1 || a.Replicas[0] != b.NodeID() {
+					bad = fmt.Sprintf("replica assignment for partition %d must name only broker %d", a.Partition, b.NodeID())
+				}
+			}
+			if bad != "" {
+				fail(kerr.InvalidReplicaAssignment.Code, bad)
+				continue
+			}
+		}
+		info, err := b.CreateTopic(rc.ctx, broker.CreateTopicRequest{
+			Name:              rt.Topic,
+			Partitions:        rt.NumPartitions,
+			ReplicationFactor: rt.ReplicationFactor,
+			Assignments:       len(rt.ReplicaAssignment),
+			Configs:           configs,
+			ValidateOnly:      req.ValidateOnly,
+		})
+		if err != nil {
+			fail(errorCode(err), err.Error())
+			continue
+		}
+		st.TopicID = info.ID
+		st.NumPartitions = info.Partitions
+		st.ReplicationFactor = 1
+		if rc.version() >= 5 {
+			eff := topicconfig.Effective(b.TopicDefaults(), configs)
+			for _, d := range topicconfig.Defs() {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name = d.Name
+				v := eff[d.Name]
+				c.Value = &v
+				c.Source = configSource(d, b.TopicDefaults(), configs)
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return done(resp)
+}
+
+// configSource reports where a topic config's value comes from, with
+// Kafka's ConfigSource numbering.
+func configSource(d topicconfig.Def, brokerDefaults, overrides map[string]string) int8 {
+	if _, ok := overrides[d.Name]; ok {
+		return int8(kmsg.ConfigSourceDynamicTopicConfig)
+	}
+	if _, ok := brokerDefaults[d.Name]; ok {
+		return int8(kmsg.ConfigSourceStaticBrokerConfig)
+	}
+	return int8(kmsg.ConfigSourceDefaultConfig)
+}

@@ -1,0 +1,74 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+)
+
+// DeleteTopics v1-v6. v1 is the KIP-896 floor; v4+ flexible; v6 names topics
+// by name or id.
+func init() { register(kmsg.DeleteTopics, 1, 6, handleDeleteTopics) }
+
+func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if rc.version() >= 6 {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	} else {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: &n})
+		}
+	}
+	for _, t := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic = t.name
+		st.TopicID = t.id
+		var name string
+		switch {
+		case t.name != nil && *t.name != "":
+			name = *t.name
+			if info, ok := b.Engine().Topic(name); ok {
+				st.TopicID = info.ID
+			}
+		case t.id != [16]byte{}:
+			info, ok := b.Engine().TopicByID(t.id)
+			if !ok {
+				st.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			name = info.Name
+			st.Topic = &info.Name
+		default:
+			st.ErrorCode = kerr.InvalidRequest.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if info, ok := b.Engine().Topic(name); ok && info.Internal {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			msg := "internal topics cannot be deleted"
+			st.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if err := b.Engine().DeleteTopic(rc.ctx, name); err != nil {
+			st.ErrorCode = errorCode(err)
+			if err != log.ErrUnknownTopicOrPartition {
+				st.ErrorMessage = errorMessage(err)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return done(resp)
+}

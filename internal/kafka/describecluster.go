@@ -1,0 +1,32 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeCluster v0-v1 (flexible from v0; v1 adds the endpoint type).
+func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
+
+func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if rc.version() >= 1 && req.EndpointType != 1 { // 1 = brokers; controllers are internal here
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		msg := "only the brokers endpoint type (1) is supported"
+		resp.ErrorMessage = &msg
+		return done(resp)
+	}
+	resp.ClusterID = b.ClusterID()
+	resp.ControllerID = b.NodeID()
+	resp.EndpointType = 1
+	host, port := b.Advertised()
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID = b.NodeID()
+	br.Host = host
+	br.Port = port
+	resp.Brokers = append(resp.Brokers, br)
+	resp.ClusterAuthorizedOperations = -2147483648
+	return done(resp)
+}

@@ -1,0 +1,16 @@
+// Package kafka is sluice's Kafka wire-protocol front-end: framing, the
+// per-connection request pipeline, version negotiation (ApiVersions), and one
+// file per API key translating requests into calls on the broker and domain
+// errors into Kafka error codes. Encoding is franz-go's kmsg; nothing here
+// hand-writes a message codec.
+//
+// It owns connections and protocol edge cases; it does not own storage,
+// topics or offsets (internal/broker and internal/log do).
+//
+// Pipelining: a connection's requests are read and dispatched in order by
+// one goroutine; each handler does its ordered work (for Produce: appending
+// to the log) synchronously and may return a deferred completion (waiting for
+// durability, a long-polling fetch). A second goroutine completes responses
+// strictly in request order, so a client may have many requests in flight
+// while appends to one partition keep the order they were sent in.
+package kafka

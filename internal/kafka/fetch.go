@@ -1,0 +1,223 @@
+package kafka
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+)
+
+// Fetch v4-v16. v4 is the KIP-896 floor; v7+ would open fetch sessions
+// (KIP-227): we answer session id 0, which every client treats as
+// "sessionless, send full requests"; v12+ flexible; v13+ names topics by id.
+func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
+
+type fetchPart struct {
+	topic, part int
+	p           *log.Partition
+	offset      int64
+	maxBytes    int32
+}
+
+func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.FetchRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	byID := rc.version() >= 13
+
+	if req.SessionID != 0 {
+		// We never hand out sessions, so any id is unknown.
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return done(resp)
+	}
+
+	var parts []fetchPart
+	hasError := false
+	for ti, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		name := rt.Topic
+		unknownID := false
+		if byID {
+			if t, ok := b.Engine().TopicByID(rt.TopicID); ok {
+				name = t.Name
+			} else {
+				unknownID = true
+			}
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.RecordBatches = []byte{}
+			sp.HighWatermark = -1
+			sp.LastStableOffset = -1
+			sp.LogStartOffset = -1
+			if unknownID {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+				hasError = true
+			} else if p, err := b.Partition(name, rp.Partition); err != nil {
+				sp.ErrorCode = errorCode(err)
+				hasError = true
+			} else if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+				sp.ErrorCode = code
+				hasError = true
+			} else {
+				parts = append(parts, fetchPart{topic: ti, part: len(st.Partitions), p: p, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	readCommitted := req.IsolationLevel == 1
+	return func() kmsg.Response {
+		deadline := time.Now().Add(maxWait)
+		var timer *time.Timer
+		defer func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}()
+		for {
+			// Subscribe before reading so an append between the read and
+			// the wait is not missed.
+			waits := make([]<-chan struct{}, len(parts))
+			for i := range parts {
+				waits[i] = parts[i].p.Wait()
+			}
+			n, errs := readFetch(rc, req, resp, parts, readCommitted)
+			remaining := time.Until(deadline)
+			if hasError || errs || n >= int(req.MinBytes) || remaining <= 0 || len(parts) == 0 {
+				return resp
+			}
+			if timer == nil {
+				timer = time.NewTimer(remaining)
+			} else {
+				timer.Reset(remaining)
+			}
+			if !waitAny(waits, timer.C, rc.conn.closed) {
+				if isClosed(rc.conn.closed) {
+					return nil
+				}
+				// Timed out: the last read is the answer.
+				return resp
+			}
+		}
+	}
+}
+
+// readFetch fills every partition's response and returns the bytes returned
+// and whether any partition errored.
+func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, parts []fetchPart, readCommitted bool) (int, bool) {
+	total := 0
+	budget := int64(req.MaxBytes)
+	if budget <= 0 {
+		budget = 1 << 62
+	}
+	errs := false
+	minOne := true // KIP-74: the first non-empty partition may exceed limits by one batch
+	for _, fp := range parts {
+		sp := &resp.Topics[fp.topic].Partitions[fp.part]
+		limit := int64(fp.maxBytes)
+		if limit > budget {
+			limit = budget
+		}
+		if limit < 0 {
+			limit = 0
+		}
+		res, err := fp.p.Read(rc.ctx, fp.offset, int32(limit), minOne)
+		sp.HighWatermark = fp.p.HighWatermark()
+		sp.LogStartOffset = fp.p.LogStartOffset()
+		sp.LastStableOffset = sp.HighWatermark
+		sp.PreferredReadReplica = -1
+		// Empty, not null: librdkafka rejects a null (-1 length) record set.
+		sp.RecordBatches = []byte{}
+		sp.ErrorCode = 0
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			errs = true
+			if errors.Is(err, log.ErrOffsetOutOfRange) {
+				continue
+			}
+			continue
+		}
+		sp.HighWatermark = res.HighWatermark
+		sp.LastStableOffset = res.LastStableOffset
+		sp.LogStartOffset = res.LogStartOffset
+		if readCommitted {
+			sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		}
+		if len(res.Records) > 0 {
+			sp.RecordBatches = res.Records
+			total += len(res.Records)
+			budget -= int64(len(res.Records))
+			minOne = false
+		}
+	}
+	return total, errs
+}
+
+// checkLeaderEpoch compares a client's current leader epoch with ours, as
+// KIP-320 specifies: -1 skips the check.
+func checkLeaderEpoch(client, ours int32) int16 {
+	switch {
+	case client == -1:
+		return 0
+	case client < ours:
+		return kerr.FencedLeaderEpoch.Code
+	case client > ours:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// waitAny returns true when any of chans fires, false on timeout or close.
+func waitAny(chans []<-chan struct{}, timeout <-chan time.Time, closed <-chan struct{}) bool {
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-timeout:
+			return false
+		case <-closed:
+			return false
+		}
+	}
+	fired := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, c := range chans {
+		go func() {
+			select {
+			case <-c:
+				select {
+				case fired <- struct{}{}:
+				default:
+				}
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-fired:
+		return true
+	case <-timeout:
+		return false
+	case <-closed:
+		return false
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

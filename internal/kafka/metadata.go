@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+)
+
+// Metadata v0-v12. v4+ carries allow_auto_topic_creation (before v4 topics
+// are always auto-created when the broker allows it); v10+ topic ids; v12
+// lets a topic be named by id only.
+func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
+
+func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.MetadataRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+
+	host, port := b.Advertised()
+	rb := kmsg.NewMetadataResponseBroker()
+	rb.NodeID = b.NodeID()
+	rb.Host = host
+	rb.Port = port
+	resp.Brokers = append(resp.Brokers, rb)
+	cid := b.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = b.NodeID()
+
+	addTopic := func(t log.TopicInfo) {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := t.Name
+		mt.Topic = &name
+		mt.TopicID = t.ID
+		mt.IsInternal = t.Internal
+		for p := int32(0); p < t.Partitions; p++ {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = p
+			mp.Leader = b.NodeID()
+			mp.LeaderEpoch = 0
+			mp.Replicas = []int32{b.NodeID()}
+			mp.ISR = []int32{b.NodeID()}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		mt.AuthorizedOperations = -2147483648
+		resp.Topics = append(resp.Topics, mt)
+	}
+	addErr := func(name *string, id [16]byte, err error) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = name
+		mt.TopicID = id
+		mt.ErrorCode = errorCode(err)
+		resp.Topics = append(resp.Topics, mt)
+	}
+
+	if req.Topics == nil || (rc.version() == 0 && len(req.Topics) == 0) {
+		// All topics (v0 uses an empty list to mean all).
+		for _, t := range b.Engine().Topics() {
+			addTopic(t)
+		}
+	} else {
+		allow := req.AllowAutoTopicCreation || rc.version() < 4
+		for _, rt := range req.Topics {
+			if rt.Topic == nil || *rt.Topic == "" {
+				if rt.TopicID == ([16]byte{}) {
+					addErr(rt.Topic, rt.TopicID, log.ErrUnknownTopicOrPartition)
+					continue
+				}
+				t, ok := b.Engine().TopicByID(rt.TopicID)
+				if !ok {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.TopicID = rt.TopicID
+					mt.ErrorCode = kerr.UnknownTopicID.Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+				addTopic(t)
+				continue
+			}
+			t, err := b.TopicForMetadata(rc.ctx, *rt.Topic, allow)
+			if err != nil {
+				addErr(rt.Topic, [16]byte{}, err)
+				continue
+			}
+			addTopic(t)
+		}
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = -2147483648
+	}
+	return done(resp)
+}

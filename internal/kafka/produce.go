@@ -1,0 +1,152 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+)
+
+// Produce v3-v10. v3 is the KIP-896 floor (record batch v2 only); v9+ is
+// flexible; v10 adds the KIP-951 leader hints, which a single leader never
+// needs to send. v11+ (KIP-890 implicit transaction membership) comes with
+// transactions.
+func init() { register(kmsg.Produce, 3, 10, handleProduce) }
+
+type produceWork struct {
+	topic, part int // indexes into the response
+	p           *log.Partition
+	records     []byte
+	res         log.AppendResult
+	err         error
+	last        int64 // offset of the last record appended
+}
+
+func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.ProduceRequest)
+	b := rc.broker()
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	var work []*produceWork
+	for ti, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			p, err := b.Partition(rt.Topic, rp.Partition)
+			switch {
+			case err != nil:
+				sp.ErrorCode = errorCode(err)
+			case req.TransactionID != nil:
+				// Transactions arrive with the transaction coordinator.
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			case len(rp.Records) == 0:
+				sp.ErrorCode = kerr.CorruptMessage.Code
+			default:
+				work = append(work, &produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	// Append every partition of this request before reading the next
+	// request from the connection: that keeps per-partition order across
+	// pipelined requests, while all partitions of the request share one
+	// group commit. Appending with acks=1 returns once written; acks=all
+	// then waits for the high watermark below, off the read path.
+	appendOne := func(w *produceWork) {
+		w.res, w.err = w.p.Append(rc.ctx, w.records, 1)
+		if w.err == nil {
+			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
+		}
+	}
+	if len(work) == 1 {
+		appendOne(work[0])
+	} else if len(work) > 1 {
+		var wg sync.WaitGroup
+		for _, w := range work {
+			wg.Add(1)
+			go func() { defer wg.Done(); appendOne(w) }()
+		}
+		wg.Wait()
+	}
+	fill := func(w *produceWork, err error) {
+		sp := &resp.Topics[w.topic].Partitions[w.part]
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			sp.ErrorMessage = errorMessage(err)
+			return
+		}
+		sp.BaseOffset = w.res.BaseOffset
+		sp.LogAppendTime = w.res.LogAppendTime
+		sp.LogStartOffset = w.p.LogStartOffset()
+	}
+
+	if req.Acks == 0 {
+		return nil
+	}
+	if req.Acks != -1 {
+		for _, w := range work {
+			fill(w, w.err)
+		}
+		return done(resp)
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	return func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(rc.ctx, timeout)
+		defer cancel()
+		for _, w := range work {
+			if w.err != nil {
+				fill(w, w.err)
+				continue
+			}
+			fill(w, waitDurable(ctx, w.p, w.last))
+		}
+		return resp
+	}
+}
+
+// waitDurable blocks until the partition's high watermark passes last.
+func waitDurable(ctx context.Context, p *log.Partition, last int64) error {
+	for {
+		ch := p.Wait()
+		if p.HighWatermark() > last {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return ctx.Err()
+			}
+			return log.ErrClosed
+		}
+	}
+}
+
+// recordCount sums lastOffsetDelta+1 over the batches in a validated
+// records field. Batch layout: baseOffset int64 @0, batchLength int32 @8,
+// lastOffsetDelta int32 @23.
+func recordCount(b []byte) int {
+	n := 0
+	for len(b) >= 27 {
+		l := int(int32(binary.BigEndian.Uint32(b[8:])))
+		n += int(int32(binary.BigEndian.Uint32(b[23:]))) + 1
+		if l+12 > len(b) || l < 0 {
+			break
+		}
+		b = b[12+l:]
+	}
+	return n
+}

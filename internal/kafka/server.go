@@ -1,0 +1,161 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// Config is the front-end's configuration.
+type Config struct {
+	// MaxRequestBytes bounds one request frame; larger frames close the
+	// connection (Kafka's socket.request.max.bytes).
+	MaxRequestBytes int32
+}
+
+// handlerFunc runs the ordered part of a request and returns the function
+// that completes it. Returning nil means "send no response".
+type handlerFunc func(rc *reqCtx, req kmsg.Request) func() kmsg.Response
+
+type api struct {
+	key      int16
+	min, max int16
+	handle   handlerFunc
+}
+
+// reqCtx is what a handler knows about the request it serves.
+type reqCtx struct {
+	ctx  context.Context
+	hdr  RequestHeader
+	conn *conn
+}
+
+func (rc *reqCtx) broker() *broker.Broker { return rc.conn.srv.broker }
+func (rc *reqCtx) version() int16         { return rc.hdr.APIVersion }
+
+// done wraps an already-built response.
+func done(r kmsg.Response) func() kmsg.Response { return func() kmsg.Response { return r } }
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	connections prometheus.Gauge
+	badRequests prometheus.Counter
+}
+
+// Server accepts Kafka connections.
+type Server struct {
+	cfg     Config
+	broker  *broker.Broker
+	logger  *slog.Logger
+	apis    map[int16]api
+	metrics metrics
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewServer builds the front-end over b. reg may be nil.
+func NewServer(cfg Config, b *broker.Broker, logger *slog.Logger, reg prometheus.Registerer) *Server {
+	s := &Server{cfg: cfg, broker: b, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
+	s.metrics = metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "kafka", Name: "requests_total", Help: "Kafka requests by API.",
+		}, []string{"api"}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "kafka", Name: "connections", Help: "Open client connections.",
+		}),
+		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "kafka", Name: "bad_requests_total", Help: "Malformed or unsupported requests (connection closed).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(s.metrics.requests, s.metrics.connections, s.metrics.badRequests)
+	}
+	for _, reg := range registrations {
+		reg(s)
+	}
+	return s
+}
+
+// registrations is filled by each API file's init, so that adding an API is
+// adding a file. It holds functions, not state: two servers in one process
+// share nothing.
+var registrations []func(*Server)
+
+func register(key kmsg.Key, min, max int16, h handlerFunc) {
+	registrations = append(registrations, func(s *Server) {
+		s.apis[int16(key)] = api{key: int16(key), min: min, max: max, handle: h}
+	})
+}
+
+// apiKeys returns the registered APIs sorted by key.
+func (s *Server) apiKeys() []api {
+	out := make([]api, 0, len(s.apis))
+	for _, a := range s.apis {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// Serve accepts connections on ln until ctx is done or ln is closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := &conn{srv: s, nc: nc, logger: s.logger.With("remote", nc.RemoteAddr().String()),
+			queue: make(chan pending, 64), closed: make(chan struct{})}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.metrics.connections.Inc()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve(ctx)
+			s.metrics.connections.Dec()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

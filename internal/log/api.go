@@ -1,0 +1,75 @@
+package log
+
+// This file is the contract between the log engine and its callers (the
+// broker and protocol front-end). Bodies live in other files of this package.
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors. The protocol front-end maps each to one Kafka error code.
+var (
+	ErrUnknownTopicOrPartition = errors.New("log: unknown topic or partition") // UNKNOWN_TOPIC_OR_PARTITION
+	ErrTopicExists             = errors.New("log: topic already exists")       // TOPIC_ALREADY_EXISTS
+	ErrInvalidPartitions       = errors.New("log: invalid partition count")    // INVALID_PARTITIONS
+	ErrCorruptMessage          = errors.New("log: corrupt record batch")       // CORRUPT_MESSAGE
+	ErrMessageTooLarge         = errors.New("log: record batch too large")     // MESSAGE_TOO_LARGE
+	ErrRecordListTooLarge      = errors.New("log: record list too large")      // RECORD_LIST_TOO_LARGE
+	ErrInvalidRecord           = errors.New("log: invalid record")             // INVALID_RECORD
+	ErrInvalidTimestamp        = errors.New("log: invalid timestamp")          // INVALID_TIMESTAMP
+	ErrUnsupportedMagic        = errors.New("log: unsupported message format") // UNSUPPORTED_FOR_MESSAGE_FORMAT
+	ErrOffsetOutOfRange        = errors.New("log: offset out of range")        // OFFSET_OUT_OF_RANGE
+	ErrStorage                 = errors.New("log: storage error")              // KAFKA_STORAGE_ERROR
+	ErrClosed                  = errors.New("log: engine closed")              // NOT_LEADER_OR_FOLLOWER (retriable)
+)
+
+// FlushMode says when the WAL is fsynced.
+type FlushMode int
+
+const (
+	// FlushEveryBatch: every group-commit flush is fsynced (durable default).
+	FlushEveryBatch FlushMode = iota
+	// FlushMessages: fsync once FlushMessages records are unsynced.
+	FlushMessages
+	// FlushInterval: fsync every FlushInterval.
+	FlushInterval
+	// FlushOS: never fsync explicitly; the OS writes back page cache.
+	FlushOS
+)
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	Configs    map[string]string // overrides only
+	Internal   bool
+}
+
+// AppendResult is the outcome of a successful Append.
+type AppendResult struct {
+	BaseOffset     int64
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+}
+
+// ReadResult is what Read returns.
+type ReadResult struct {
+	// Records holds whole v2 record batches, as stored, starting with the
+	// batch that contains the requested offset.
+	Records          []byte
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+}
+
+// RecoveryReport says what Open found and did.
+type RecoveryReport struct {
+	WALSegments      int
+	WALBytesReplayed int64
+	TruncatedBytes   int64 // torn or corrupt tail bytes dropped
+	TruncatedFiles   []string
+	Partitions       int
+	Duration         time.Duration
+}

@@ -1,0 +1,196 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// compact cleans a cleanup.policy=compact partition: over the rolled
+// extents old enough for min.compaction.lag.ms, it keeps the latest record
+// per key, drops tombstones older than delete.retention.ms, and writes the
+// survivors (same offsets; batches keep their base and last offsets) into
+// one new object whose extent covers the whole cleaned range. Registering
+// that object is the atomic swap: at Open, an extent wholly inside a newer
+// object's extent is superseded. The in-memory tail (unrolled data) is never
+// compacted.
+//
+// It runs when the not-yet-compacted share of the rolled bytes reaches
+// min.cleanable.dirty.ratio. Each run rewrites the whole cleaned range, which
+// is simple and right for the small, hot-keyed topics compaction serves
+// (offsets, changelogs); huge compacted partitions would want incremental
+// cleaning.
+func (p *Partition) compact(ctx context.Context) error {
+	e := p.e
+	cfg := p.t.cfg.Load()
+	p.mu.RLock()
+	exts := append([]*extent(nil), p.extents...)
+	ls := p.logStart.Load()
+	p.mu.RUnlock()
+	now := e.nowMs()
+	n := 0
+	for n < len(exts) && (cfg.MinCompactionLagMs <= 0 || exts[n].MaxTS <= now-cfg.MinCompactionLagMs) {
+		n++
+	}
+	exts = exts[:n]
+	var dirty, total int64
+	for _, x := range exts {
+		total += x.Size
+		if x.obj.walSeq != 0 {
+			dirty += x.Size
+		}
+	}
+	if len(exts) == 0 || dirty == 0 || (total > 0 && float64(dirty)/float64(total) < cfg.MinCleanableRatio) {
+		return nil
+	}
+
+	datas := make([][]byte, len(exts))
+	for i, x := range exts {
+		d, err := e.cache.read(ctx, e.store, x.obj, x.Pos, int(x.Size))
+		if err != nil {
+			return err
+		}
+		datas[i] = d
+	}
+	// Pass 1: the latest offset of every key.
+	latest := map[string]int64{}
+	err := eachBatch(datas, func(bt []byte) error {
+		if batch.Attributes(bt)&batch.AttrControl != 0 {
+			return nil
+		}
+		h, recs, err := batch.Records(bt)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if off := h.BaseOffset + int64(recs[i].OffsetDelta); off >= ls && recs[i].Key != nil {
+				latest[string(recs[i].Key)] = off
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Pass 2: rewrite.
+	horizon := now - cfg.DeleteRetentionMs
+	b := segment.NewBuilder(0)
+	b.StartExtent(p.t.id, p.id, exts[0].Base)
+	var kept []kmsg.Record
+	err = eachBatch(datas, func(bt []byte) error {
+		if batch.LastOffset(bt) < ls {
+			return nil
+		}
+		if batch.Attributes(bt)&batch.AttrControl != 0 {
+			b.AddBatch(bt)
+			return nil
+		}
+		h, recs, err := batch.Records(bt)
+		if err != nil {
+			return err
+		}
+		kept = kept[:0]
+		for i := range recs {
+			r := &recs[i]
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if r.Key == nil || off < ls || latest[string(r.Key)] != off {
+				continue
+			}
+			if r.Value == nil && batch.RecordTimestamp(&h, r) < horizon {
+				continue // tombstone past its grace time
+			}
+			kept = append(kept, *r)
+		}
+		switch len(kept) {
+		case len(recs):
+			b.AddBatch(bt)
+		case 0:
+		default:
+			nb, err := batch.Rebuild(h, kept)
+			if err != nil {
+				return err
+			}
+			b.AddBatch(nb)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.EndExtent(exts[len(exts)-1].Last)
+	body, segExts := b.Finish()
+	key, gen, err := e.nextObjectKey(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.store.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	e.m.objectBytes.Add(float64(len(body)))
+	rec := objectRecord{Gen: gen, WALSeq: 0, Size: int64(len(body)), Extents: segExts}
+	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
+		_ = e.store.Delete(ctx, key)
+		return fmt.Errorf("register compacted object: %w", err)
+	}
+	o := &object{key: key, gen: gen, size: rec.Size}
+	nx := &extent{Extent: segExts[0], obj: o}
+	e.addObject(o, 1)
+
+	p.mu.Lock()
+	if p.deleted || nx.Last < p.logStart.Load() {
+		p.mu.Unlock()
+		e.releaseExtents([]*extent{nx})
+		return nil
+	}
+	var keep, dead []*extent
+	for _, x := range p.extents {
+		if x.obj.gen < gen && x.Base >= nx.Base && x.Last <= nx.Last {
+			dead = append(dead, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	keep = append(keep, nx)
+	sortExtents(keep)
+	p.extents = keep
+	// Cached rolled batches in the tail hold the uncompacted data; readers
+	// should see the cleaned log, so drop them.
+	k, freed := 0, int64(0)
+	for k < len(p.tail) && p.tail[k].rolled && p.tail[k].last <= nx.Last {
+		if p.tail[k].owned {
+			freed += int64(len(p.tail[k].data))
+		}
+		k++
+	}
+	p.tail = append(p.tail[:0:0], p.tail[k:]...)
+	p.mu.Unlock()
+	e.tailBytes.Add(-freed)
+	e.releaseExtents(dead)
+	e.m.compactions.Inc()
+	e.log.Debug("compacted partition", "topic", p.t.name, "partition", p.id,
+		"before_bytes", total, "after_bytes", nx.Size, "keys", len(latest))
+	return nil
+}
+
+// eachBatch walks the batches of several extents' bytes in order.
+func eachBatch(datas [][]byte, fn func([]byte) error) error {
+	for _, d := range datas {
+		for len(d) > 0 {
+			n, err := batch.Size(d)
+			if err != nil || n > len(d) {
+				return fmt.Errorf("%w: bad batch framing in object", ErrCorruptMessage)
+			}
+			if err := fn(d[:n]); err != nil {
+				return err
+			}
+			d = d[n:]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package log is sluice's storage engine: topics and partitions, the append
+// path (validation, offset assignment, group-committed WAL), reads from an
+// in-memory tail and from immutable data objects, the offset and time
+// indexes, retention, DeleteRecords and log compaction.
+//
+// It owns the WAL directory, every object under the "data/" prefix of the
+// object store, and the "log/" prefix of the meta store (key layout and file
+// formats: docs/formats.md). It does not own the Kafka protocol, idempotence
+// or transactions (broker/txn check producer state before calling Append),
+// consumer groups, or leadership: in single-node mode the leader epoch is 0.
+//
+// Durability contract: Append with acks=-1 returns once the WAL write holding
+// the batches is durable under the flush mode; acks=0/1 once it is written to
+// the file (page cache). The high watermark is the durable end, and Read
+// never returns data above it, so no consumer sees a record that a crash can
+// take back.
+//
+// Lock order (outer first): Engine.adminMu, Engine.mu, Partition.mu,
+// Engine.objMu, wal.Writer.mu; Partition.hwMu and the block cache lock are
+// leaves. The WAL writer goroutine calls back into partitions (advanceHW)
+// holding no lock.
+//
+// Layout: engine.go (Open/Close, config), topics.go (topic admin),
+// partition.go (append, HW, waits), read.go (reads, object access, cache),
+// roll.go (WAL -> objects), recover.go (startup), retention.go (retention,
+// DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
+// lookups), metastate.go (meta keys and records), metrics.go.
+package log

@@ -1,0 +1,287 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-mq/sluice/internal/log/wal"
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/objstore"
+)
+
+// Config configures an Engine. Zero values take the defaults of DefaultConfig.
+type Config struct {
+	Dir             string        // directory for WAL files (data dir/wal)
+	Flush           FlushMode     // default FlushEveryBatch
+	FlushMessages   int64         // for FlushMessages
+	FlushInterval   time.Duration // for FlushInterval; also the fsync backstop of FlushMessages (default 1s)
+	WALSegmentBytes int64         // roll a WAL segment at this size (default 64 MiB)
+	RollInterval    time.Duration // roll WAL into objects at least this often (default 1 min)
+	// BrokerDefaults are broker-level topic config defaults keyed by topic
+	// config name (e.g. "retention.ms").
+	BrokerDefaults         map[string]string
+	RetentionCheckInterval time.Duration    // default 30s
+	Now                    func() time.Time // nil = time.Now
+
+	// TailBytesPerPartition is how much already-rolled data a partition
+	// keeps in memory for readers near the head (default 1 MiB).
+	TailBytesPerPartition int64
+	// TailBytesTotal bounds that across partitions (default 256 MiB).
+	// Unrolled data is always in memory regardless: it is bounded by the
+	// WAL segment size times the segments not yet rolled.
+	TailBytesTotal int64
+	// BlockCacheBytes is the object block cache size (default 64 MiB).
+	BlockCacheBytes int64
+	// PackedObjectBytes: a partition with at least this much data in one
+	// WAL segment gets an object of its own; smaller ones are packed
+	// together (default 4 MiB).
+	PackedObjectBytes int64
+}
+
+// DefaultConfig returns the defaults with WAL files in dir.
+func DefaultConfig(dir string) Config {
+	return Config{
+		Dir:                    dir,
+		Flush:                  FlushEveryBatch,
+		FlushInterval:          time.Second,
+		WALSegmentBytes:        64 << 20,
+		RollInterval:           time.Minute,
+		RetentionCheckInterval: 30 * time.Second,
+		TailBytesPerPartition:  1 << 20,
+		TailBytesTotal:         256 << 20,
+		BlockCacheBytes:        64 << 20,
+		PackedObjectBytes:      4 << 20,
+	}
+}
+
+// Validate reports a bad configuration, naming the field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("log: Config.Dir is required")
+	case c.Flush < FlushEveryBatch || c.Flush > FlushOS:
+		return fmt.Errorf("log: Config.Flush %d is not a FlushMode", c.Flush)
+	case c.Flush == FlushMessages && c.FlushMessages <= 0:
+		return errors.New("log: Config.FlushMessages must be > 0 with FlushMessages")
+	case c.Flush == FlushInterval && c.FlushInterval <= 0:
+		return errors.New("log: Config.FlushInterval must be > 0 with FlushInterval")
+	case c.WALSegmentBytes < 0 || c.RollInterval < 0 || c.RetentionCheckInterval < 0:
+		return errors.New("log: Config.WALSegmentBytes, RollInterval and RetentionCheckInterval must be >= 0")
+	}
+	return nil
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig(c.Dir)
+	if c.FlushInterval == 0 {
+		c.FlushInterval = d.FlushInterval
+	}
+	if c.WALSegmentBytes == 0 {
+		c.WALSegmentBytes = d.WALSegmentBytes
+	}
+	if c.RollInterval == 0 {
+		c.RollInterval = d.RollInterval
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = d.RetentionCheckInterval
+	}
+	if c.TailBytesPerPartition == 0 {
+		c.TailBytesPerPartition = d.TailBytesPerPartition
+	}
+	if c.TailBytesTotal == 0 {
+		c.TailBytesTotal = d.TailBytesTotal
+	}
+	if c.BlockCacheBytes == 0 {
+		c.BlockCacheBytes = d.BlockCacheBytes
+	}
+	if c.PackedObjectBytes == 0 {
+		c.PackedObjectBytes = d.PackedObjectBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Engine is the log engine of one broker.
+type Engine struct {
+	cfg   Config
+	store objstore.Storage
+	md    meta.Store
+	log   *slog.Logger
+	m     *metrics
+	wal   *wal.Writer
+	cache *blockCache
+
+	ctx    context.Context // canceled by Close; background work uses it
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+	closed atomic.Bool
+
+	adminMu sync.Mutex // serializes topic admin operations
+
+	mu     sync.RWMutex
+	topics map[string]*topic
+	byID   map[[16]byte]*topic
+
+	objMu      sync.Mutex
+	objects    map[string]*object
+	unlinked   []*object // live == 0, meta record still present
+	toRemove   []string  // meta record gone; delete from storage next GC pass
+	rollQueue  []uint64
+	rollKick   chan struct{}
+	rolledUpTo atomic.Uint64 // highest WAL seq rolled (for tests and forceRoll)
+
+	tailBytes atomic.Int64 // owned rolled tail bytes across partitions
+
+	seqMu    sync.Mutex
+	objNext  int64
+	objEnd   int64
+	pidMu    sync.Mutex
+	pidNext  int64
+	pidEnd   int64
+	recovery RecoveryReport
+}
+
+// Open loads topics and the object index from md, deletes orphaned objects,
+// replays the WAL in cfg.Dir (truncating a torn tail), and starts the WAL
+// writer, the roller and the retention/compaction loop.
+func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store, logger *slog.Logger, reg prometheus.Registerer) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fill()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
+		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
+		rollKick: make(chan struct{}, 1)}
+	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	start := time.Now()
+	firstSeq, err := e.recover(ctx)
+	if err != nil {
+		e.cancel()
+		return nil, err
+	}
+	mode := map[FlushMode]wal.SyncMode{FlushEveryBatch: wal.SyncEvery, FlushMessages: wal.SyncMessages,
+		FlushInterval: wal.SyncInterval, FlushOS: wal.SyncNever}[cfg.Flush]
+	e.wal, err = wal.Open(wal.Options{
+		Dir: cfg.Dir, Mode: mode, SyncMessages: cfg.FlushMessages, SyncInterval: cfg.FlushInterval,
+		SegmentBytes: cfg.WALSegmentBytes, RollInterval: cfg.RollInterval, FirstSeq: firstSeq,
+		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
+		OnRoll:    e.enqueueRoll,
+		OnWrite: func(n, _ int, d time.Duration) {
+			e.m.flushSeconds.Observe(d.Seconds())
+			e.m.flushBytes.Add(float64(n))
+		},
+		OnSync: func(d time.Duration) {
+			e.m.fsyncs.Inc()
+			e.m.fsyncSeconds.Observe(d.Seconds())
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		e.cancel()
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	e.recovery.Duration = time.Since(start)
+	r := e.recovery
+	logger.Info("log engine opened", "wal_segments", r.WALSegments, "wal_bytes_replayed", r.WALBytesReplayed,
+		"partitions", r.Partitions, "objects", len(e.objects), "duration", r.Duration)
+	if r.TruncatedBytes > 0 {
+		logger.Warn("truncated torn or corrupt WAL tail", "bytes", r.TruncatedBytes, "files", r.TruncatedFiles)
+	}
+	e.bg.Add(2)
+	go e.rollLoop()
+	go e.cleanLoop()
+	return e, nil
+}
+
+// Close writes and fsyncs everything appended, stops background work and
+// wakes every waiter. Unrolled WAL segments are replayed by the next Open.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	e.cancel()
+	e.bg.Wait()
+	err := e.wal.Close()
+	e.mu.RLock()
+	for _, t := range e.topics {
+		for _, p := range t.partitions() {
+			p.wake(true)
+		}
+	}
+	e.mu.RUnlock()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return nil
+}
+
+// Recovery reports what Open found and did.
+func (e *Engine) Recovery() RecoveryReport {
+	r := e.recovery
+	r.TruncatedFiles = append([]string(nil), r.TruncatedFiles...)
+	return r
+}
+
+// NextProducerID returns a durable, monotonically increasing producer id.
+// Ids are reserved from meta in blocks of 1000, so a restart skips at most
+// the rest of a block.
+func (e *Engine) NextProducerID(ctx context.Context) (int64, error) {
+	e.pidMu.Lock()
+	defer e.pidMu.Unlock()
+	if e.pidNext >= e.pidEnd {
+		start, err := allocBlock(ctx, e.md, keySeqProduce, 1000)
+		if err != nil {
+			return 0, err
+		}
+		e.pidNext, e.pidEnd = start, start+1000
+	}
+	id := e.pidNext
+	e.pidNext++
+	return id, nil
+}
+
+// nextObjectKey returns a data object key that never repeats: a durable
+// sequence (which also orders objects for supersession) plus a random tag.
+func (e *Engine) nextObjectKey(ctx context.Context) (string, uint64, error) {
+	e.seqMu.Lock()
+	defer e.seqMu.Unlock()
+	if e.objNext >= e.objEnd {
+		start, err := allocBlock(ctx, e.md, keySeqObject, 1000)
+		if err != nil {
+			return "", 0, err
+		}
+		e.objNext, e.objEnd = start+1, start+1001 // gen 0 is never used
+	}
+	seq := uint64(e.objNext)
+	e.objNext++
+	return fmt.Sprintf("%s%016x-%s", objectPrefix, seq, randHex(4)), seq, nil
+}
+
+func (e *Engine) nowMs() int64 { return e.cfg.Now().UnixMilli() }
+
+// halt stops the engine as a crash would (nothing pending written, no
+// fsync, no final flush). Tests use it to reopen a directory "after a crash".
+func (e *Engine) halt() {
+	if !e.closed.CompareAndSwap(false, true) {
+		return
+	}
+	e.cancel()
+	e.bg.Wait()
+	e.wal.Kill()
+}

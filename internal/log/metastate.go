@@ -1,0 +1,176 @@
+package log
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// Meta key layout (docs/formats.md):
+//
+//	log/topics/<name>                      topicRecord (JSON)
+//	log/pstate/<topic id hex>/<%010d part> partition log start offset (decimal)
+//	log/objects/<object key>               objectRecord (binary)
+//	log/wal/rolled                         highest WAL segment seq fully rolled (decimal)
+//	log/seq/object                         next unallocated object sequence (decimal)
+//	log/seq/producer                       next unallocated producer id (decimal)
+const (
+	keyTopics     = "log/topics/"
+	keyPState     = "log/pstate/"
+	keyObjects    = "log/objects/"
+	keyRolled     = "log/wal/rolled"
+	keySeqObject  = "log/seq/object"
+	keySeqProduce = "log/seq/producer"
+	// objectPrefix is where data objects live in the object store.
+	objectPrefix = "data/"
+)
+
+type topicRecord struct {
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+func encodeTopic(id [16]byte, partitions int32, configs map[string]string) []byte {
+	b, _ := json.Marshal(topicRecord{ID: hex.EncodeToString(id[:]), Partitions: partitions, Configs: configs})
+	return b
+}
+
+func decodeTopic(b []byte) (id [16]byte, rec topicRecord, err error) {
+	if err = json.Unmarshal(b, &rec); err != nil {
+		return id, rec, err
+	}
+	raw, err := hex.DecodeString(rec.ID)
+	if err != nil || len(raw) != 16 {
+		return id, rec, fmt.Errorf("bad topic id %q", rec.ID)
+	}
+	copy(id[:], raw)
+	return id, rec, nil
+}
+
+func pstateKey(id [16]byte, partition int32) string {
+	return fmt.Sprintf("%s%s/%010d", keyPState, hex.EncodeToString(id[:]), partition)
+}
+
+func pstatePrefix(id [16]byte) string { return keyPState + hex.EncodeToString(id[:]) + "/" }
+
+func parsePStateKey(k string) (id [16]byte, partition int32, ok bool) {
+	rest := strings.TrimPrefix(k, keyPState)
+	tid, part, found := strings.Cut(rest, "/")
+	raw, err := hex.DecodeString(tid)
+	if !found || err != nil || len(raw) != 16 {
+		return id, 0, false
+	}
+	n, err := strconv.ParseInt(part, 10, 32)
+	if err != nil {
+		return id, 0, false
+	}
+	copy(id[:], raw)
+	return id, int32(n), true
+}
+
+// objectRecord is what meta knows about one data object: enough to serve
+// reads without opening its footer (only sparse indexes are read lazily).
+//
+//	version:u8(1) gen:u64 walSeq:u64 size:u64 count:u32 extent*count (segment.AppendExtent)
+//
+// gen orders objects: on overlap the newer object's extent wins (that is how
+// a compacted extent replaces the ones it was built from). walSeq is the WAL
+// segment the object was rolled from, 0 for compaction output.
+type objectRecord struct {
+	Gen     uint64
+	WALSeq  uint64
+	Size    int64
+	Extents []segment.Extent
+}
+
+func encodeObject(r *objectRecord) []byte {
+	b := make([]byte, 0, 29+len(r.Extents)*segment.ExtentSize)
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, r.Gen)
+	b = binary.BigEndian.AppendUint64(b, r.WALSeq)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Size))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Extents)))
+	for i := range r.Extents {
+		b = segment.AppendExtent(b, &r.Extents[i])
+	}
+	return b
+}
+
+var errBadObjectRecord = errors.New("log: malformed object record")
+
+func decodeObject(b []byte) (*objectRecord, error) {
+	if len(b) < 29 || b[0] != 1 {
+		return nil, errBadObjectRecord
+	}
+	r := &objectRecord{Gen: binary.BigEndian.Uint64(b[1:]), WALSeq: binary.BigEndian.Uint64(b[9:]),
+		Size: int64(binary.BigEndian.Uint64(b[17:]))}
+	n := int(binary.BigEndian.Uint32(b[25:]))
+	if len(b)-29 != n*segment.ExtentSize || r.Size < 0 {
+		return nil, errBadObjectRecord
+	}
+	r.Extents = make([]segment.Extent, n)
+	for i := range r.Extents {
+		e := segment.DecodeExtent(b[29+i*segment.ExtentSize:])
+		if e.Pos < 0 || e.Size < 0 || e.Pos+e.Size > r.Size || e.Last < e.Base-1 {
+			return nil, errBadObjectRecord
+		}
+		r.Extents[i] = e
+	}
+	return r, nil
+}
+
+// allocBlock reserves [start, start+n) from the counter at key, atomically.
+func allocBlock(ctx context.Context, md meta.Store, key string, n int64) (int64, error) {
+	for {
+		var cur, ver int64
+		kv, err := md.Get(ctx, key)
+		switch {
+		case err == nil:
+			cur, err = strconv.ParseInt(string(kv.Value), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%w: counter %s: %v", ErrStorage, key, err)
+			}
+			ver = kv.Version
+		case errors.Is(err, meta.ErrNotFound):
+		default:
+			return 0, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		err = md.Txn(ctx, []meta.Compare{{Key: key, Version: ver}}, meta.Put(key, []byte(strconv.FormatInt(cur+n, 10))))
+		if errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		return cur, nil
+	}
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() [16]byte {
+	var id [16]byte
+	for {
+		_, _ = rand.Read(id[:])
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if id != ([16]byte{}) {
+			return id
+		}
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

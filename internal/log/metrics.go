@@ -1,0 +1,51 @@
+package log
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	appendBatches prometheus.Counter
+	appendRecords prometheus.Counter
+	appendBytes   prometheus.Counter
+	flushSeconds  prometheus.Histogram
+	flushBytes    prometheus.Counter
+	fsyncs        prometheus.Counter
+	fsyncSeconds  prometheus.Histogram
+	rolls         prometheus.Counter
+	objects       prometheus.Gauge
+	objectBytes   prometheus.Counter
+	objectsFreed  prometheus.Counter
+	compactions   prometheus.Counter
+	cacheHits     prometheus.Counter
+	cacheMisses   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help})
+	}
+	m := &metrics{
+		appendBatches: c("append_batches_total", "Record batches appended."),
+		appendRecords: c("append_records_total", "Records appended."),
+		appendBytes:   c("append_bytes_total", "Record batch bytes appended."),
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "wal_flush_seconds", Help: "Time to write one group commit to the WAL file.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+		flushBytes: c("wal_flush_bytes_total", "Bytes written to the WAL."),
+		fsyncs:     c("wal_fsyncs_total", "WAL fsyncs."),
+		fsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "wal_fsync_seconds", Help: "WAL fsync latency.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+		rolls:        c("wal_rolls_total", "WAL segments rolled into objects."),
+		objects:      prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: "objects", Help: "Live data objects."}),
+		objectBytes:  c("object_bytes_written_total", "Bytes written to data objects."),
+		objectsFreed: c("objects_deleted_total", "Data objects deleted (retention, compaction, topic deletion)."),
+		compactions:  c("compactions_total", "Partition compactions completed."),
+		cacheHits:    c("block_cache_hits_total", "Object block cache hits."),
+		cacheMisses:  c("block_cache_misses_total", "Object block cache misses."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
+			m.fsyncSeconds, m.rolls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses)
+	}
+	return m
+}

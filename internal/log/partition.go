@@ -1,0 +1,322 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/log/wal"
+)
+
+// tailBatch is one batch held in memory: every batch not yet rolled into an
+// object (data aliases a WAL buffer or the replayed segment), plus a bounded
+// number of recent rolled ones (owned copies) so readers near the head never
+// touch storage.
+type tailBatch struct {
+	base, last, maxTS int64
+	data              []byte
+	rolled, owned     bool
+}
+
+// Partition is one partition's log. Handles stay valid until the topic is
+// deleted; after that every call returns ErrUnknownTopicOrPartition.
+type Partition struct {
+	e  *Engine
+	t  *topic
+	id int32
+
+	mu       sync.RWMutex
+	next     int64     // log end offset: next offset to assign
+	extents  []*extent // rolled data, sorted by Base; replaced, never mutated
+	tail     []tailBatch
+	deleted  bool
+	logStart atomic.Int64
+	hw       atomic.Int64
+
+	lsMu sync.Mutex // serializes durable log start changes
+
+	hwMu   sync.Mutex
+	waitCh chan struct{}
+	gone   bool // deleted or engine closed: Wait returns a closed channel
+}
+
+func newPartition(e *Engine, t *topic, id int32) *Partition {
+	return &Partition{e: e, t: t, id: id}
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Append validates records (one or more v2 batches), assigns offsets and
+// writes them to the WAL. It returns after the write (acks 0 and 1) or once
+// durable (acks -1). On success every batch is stored exactly as sent except
+// baseOffset and partitionLeaderEpoch (and, for LogAppendTime topics, the
+// timestamp type bit, maxTimestamp and CRC).
+func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (AppendResult, error) {
+	e := p.e
+	if e.closed.Load() {
+		return AppendResult{}, ErrClosed
+	}
+	cfg := p.t.cfg.Load()
+	now := e.nowMs()
+	sum, err := batch.Validate(records, batch.Limits{
+		MaxBatchBytes: cfg.MaxMessageBytes, Now: now,
+		BeforeMaxMs: cfg.TimestampBeforeMaxMs, AfterMaxMs: cfg.TimestampAfterMaxMs,
+		SkipTimestamps: cfg.LogAppendTime, RequireKey: cfg.Compact,
+	})
+	if err != nil {
+		return AppendResult{}, mapBatchErr(err)
+	}
+	n := len(records) + sum.Batches*wal.EntryHeaderSize
+
+	p.mu.Lock()
+	if p.deleted {
+		p.mu.Unlock()
+		return AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+	}
+	base := p.next
+	end := base + sum.Records
+	// Reserving under p.mu puts this partition's entries into the WAL in
+	// offset order, which is what lets the writer advance HWs blindly.
+	res, err := e.wal.Reserve(n, p, end, sum.Records)
+	if err != nil {
+		p.mu.Unlock()
+		if errors.Is(err, wal.ErrClosed) {
+			return AppendResult{}, ErrClosed
+		}
+		return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	buf, src, off := res.Buf, records, base
+	for len(src) > 0 {
+		size := batch.LogOverhead + int(int32(uint32(src[8])<<24|uint32(src[9])<<16|uint32(src[10])<<8|uint32(src[11])))
+		wal.PutHeader(buf, p.t.id, p.id, size)
+		bt := buf[wal.EntryHeaderSize : wal.EntryHeaderSize+size : wal.EntryHeaderSize+size]
+		copy(bt, src[:size])
+		batch.SetBaseOffset(bt, off)
+		batch.SetLeaderEpoch(bt, 0)
+		if cfg.LogAppendTime {
+			batch.SetLogAppendTime(bt, now)
+		}
+		wal.Seal(buf[:wal.EntryHeaderSize+size])
+		last := batch.LastOffset(bt)
+		p.tail = append(p.tail, tailBatch{base: off, last: last, maxTS: batch.MaxTimestamp(bt), data: bt})
+		off = last + 1
+		buf, src = buf[wal.EntryHeaderSize+size:], src[size:]
+	}
+	p.next = end
+	p.mu.Unlock()
+	res.Commit()
+
+	e.m.appendBatches.Add(float64(sum.Batches))
+	e.m.appendRecords.Add(float64(sum.Records))
+	e.m.appendBytes.Add(float64(len(records)))
+
+	g := res.G
+	wait, errf := g.Written(), g.WriteErr
+	if acks == -1 {
+		wait, errf = g.Durable(), g.DurableErr
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return AppendResult{}, ctx.Err()
+	}
+	if err := errf(); err != nil {
+		return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	if cfg.LogAppendTime {
+		r.LogAppendTime = now
+	}
+	return r, nil
+}
+
+func mapBatchErr(err error) error {
+	var s error
+	switch {
+	case errors.Is(err, batch.ErrUnsupportedMagic):
+		s = ErrUnsupportedMagic
+	case errors.Is(err, batch.ErrTooLarge):
+		s = ErrMessageTooLarge
+	case errors.Is(err, batch.ErrInvalidTimestamp):
+		s = ErrInvalidTimestamp
+	case errors.Is(err, batch.ErrInvalidRecord):
+		s = ErrInvalidRecord
+	default:
+		s = ErrCorruptMessage
+	}
+	return fmt.Errorf("%w: %v", s, err)
+}
+
+// advanceHW is called by the WAL writer, in log order, when data up to end
+// is durable.
+func (p *Partition) advanceHW(end int64) {
+	if end <= p.hw.Load() {
+		return
+	}
+	p.hw.Store(end)
+	p.wake(false)
+}
+
+// wake closes the current wait channel; with gone, every later Wait returns
+// a closed channel too.
+func (p *Partition) wake(gone bool) {
+	p.hwMu.Lock()
+	ch := p.waitCh
+	p.waitCh = nil
+	if gone {
+		p.gone = true
+	}
+	p.hwMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// Wait returns a channel closed the next time the high watermark advances,
+// or when the partition is deleted or the engine closed. Call it before
+// checking the high watermark so no advance is missed.
+func (p *Partition) Wait() <-chan struct{} {
+	p.hwMu.Lock()
+	defer p.hwMu.Unlock()
+	if p.gone {
+		return closedCh
+	}
+	if p.waitCh == nil {
+		p.waitCh = make(chan struct{})
+	}
+	return p.waitCh
+}
+
+// HighWatermark is the durable end of the log: one past the last offset a
+// reader may see.
+func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// LogStartOffset is the first offset still readable.
+func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// LogEndOffset is the next offset to be assigned.
+func (p *Partition) LogEndOffset() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.next
+}
+
+// LeaderEpoch is the current leader epoch: 0 in single-node mode.
+func (p *Partition) LeaderEpoch() int32 { return 0 }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: for the current epoch (0)
+// the log end offset; for an unknown or future epoch (-1, -1).
+func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	if epoch != 0 {
+		return -1, -1
+	}
+	return 0, p.LogEndOffset()
+}
+
+// drop marks the partition deleted and releases its data.
+func (p *Partition) drop() {
+	p.mu.Lock()
+	p.deleted = true
+	exts := p.extents
+	p.extents = nil
+	owned := int64(0)
+	for i := range p.tail {
+		if p.tail[i].owned {
+			owned += int64(len(p.tail[i].data))
+		}
+	}
+	p.tail = nil
+	p.mu.Unlock()
+	p.e.tailBytes.Add(-owned)
+	p.e.releaseExtents(exts)
+	p.wake(true)
+}
+
+func (p *Partition) checkLive() error {
+	if p.deleted {
+		return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+	}
+	return nil
+}
+
+// markRolled records that the partition's data up to last is now in extents
+// exts (already registered in meta), and trims the in-memory tail.
+func (p *Partition) markRolled(exts []*extent, last int64) {
+	p.mu.Lock()
+	if p.deleted {
+		p.mu.Unlock()
+		p.e.releaseExtents(exts)
+		return
+	}
+	var dead []*extent
+	ls := p.logStart.Load()
+	merged := append([]*extent(nil), p.extents...)
+	for _, x := range exts {
+		if x.Last < ls {
+			dead = append(dead, x)
+			continue
+		}
+		merged = append(merged, x)
+	}
+	sortExtents(merged)
+	p.extents = merged
+	for i := range p.tail {
+		if p.tail[i].last > last {
+			break
+		}
+		p.tail[i].rolled = true
+	}
+	p.trimTailLocked()
+	p.mu.Unlock()
+	p.e.releaseExtents(dead)
+}
+
+// trimTailLocked drops rolled tail batches beyond the per-partition budget
+// (and all of them when the engine-wide budget is exhausted), and copies the
+// kept ones out of WAL buffers so those buffers can be freed.
+func (p *Partition) trimTailLocked() {
+	e := p.e
+	n := 0
+	for n < len(p.tail) && p.tail[n].rolled {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	budget := e.cfg.TailBytesPerPartition
+	if e.tailBytes.Load() > e.cfg.TailBytesTotal {
+		budget = 0
+	}
+	keepFrom, size := n, int64(0)
+	for keepFrom > 0 && size+int64(len(p.tail[keepFrom-1].data)) <= budget {
+		keepFrom--
+		size += int64(len(p.tail[keepFrom].data))
+	}
+	freed := int64(0)
+	for i := 0; i < keepFrom; i++ {
+		if p.tail[i].owned {
+			freed += int64(len(p.tail[i].data))
+		}
+	}
+	need := 0
+	for i := keepFrom; i < n; i++ {
+		if !p.tail[i].owned {
+			need += len(p.tail[i].data)
+		}
+	}
+	if need > 0 {
+		buf := make([]byte, 0, need)
+		for i := keepFrom; i < n; i++ {
+			if t := &p.tail[i]; !t.owned {
+				start := len(buf)
+				buf = append(buf, t.data...)
+				t.data, t.owned = buf[start:len(buf):len(buf)], true
+			}
+		}
+	}
+	e.tailBytes.Add(int64(need) - freed)
+	p.tail = append(p.tail[:0:0], p.tail[keepFrom:]...)
+}

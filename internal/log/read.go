@@ -1,0 +1,335 @@
+package log
+
+import (
+	"container/list"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/objstore"
+)
+
+// object is one registered data object.
+type object struct {
+	key    string
+	gen    uint64
+	walSeq uint64
+	size   int64
+	live   int // extents still referenced by a partition; guarded by Engine.objMu
+}
+
+// extent is one partition's run of batches inside an object.
+type extent struct {
+	segment.Extent
+	obj *object
+	idx atomic.Pointer[[]segment.IndexEntry] // loaded lazily from the footer
+}
+
+func sortExtents(x []*extent) {
+	sort.Slice(x, func(i, j int) bool { return x[i].Base < x[j].Base })
+}
+
+// Read returns whole batches starting with the one containing offset, up to
+// maxBytes (but at least one whole batch with minOneBatch), never above the
+// high watermark. offset == HW (or up to the log end) returns no records.
+// The returned bytes are shared and must not be modified.
+func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	for attempt := 0; ; attempt++ {
+		r, exts, err := p.readMem(offset, maxBytes, minOneBatch)
+		if err != nil || exts == nil {
+			return r, err
+		}
+		data, found, err := p.e.readExtents(ctx, exts, offset, maxBytes, minOneBatch)
+		if errors.Is(err, objstore.ErrNotFound) && attempt < 2 {
+			continue // compaction or retention swapped the object out underneath us
+		}
+		if err != nil {
+			return ReadResult{}, fmt.Errorf("%w: read %s-%d@%d: %v", ErrStorage, p.t.name, p.id, offset, err)
+		}
+		if found {
+			r.Records = data
+			return r, nil
+		}
+		// Everything at or after offset in the objects was compacted
+		// away: continue with the in-memory tail.
+		p.mu.RLock()
+		r.Records = p.readTailLocked(offset, maxBytes, minOneBatch, r.HighWatermark)
+		p.mu.RUnlock()
+		return r, nil
+	}
+}
+
+// readMem serves the read from memory if it can; otherwise it returns the
+// extents to read (a snapshot; extents are immutable).
+func (p *Partition) readMem(offset int64, maxBytes int32, minOne bool) (ReadResult, []*extent, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLive(); err != nil {
+		return ReadResult{}, nil, err
+	}
+	hw, ls := p.hw.Load(), p.logStart.Load()
+	r := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: ls}
+	if offset < ls || offset > p.next {
+		return ReadResult{}, nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, ls, p.next)
+	}
+	if offset >= hw {
+		return r, nil, nil
+	}
+	if len(p.tail) > 0 && offset >= p.tail[0].base || len(p.extents) == 0 ||
+		p.extents[len(p.extents)-1].Last < offset {
+		r.Records = p.readTailLocked(offset, maxBytes, minOne, hw)
+		return r, nil, nil
+	}
+	return r, p.extents, nil
+}
+
+func (p *Partition) readTailLocked(offset int64, maxBytes int32, minOne bool, hw int64) []byte {
+	t := p.tail
+	i := sort.Search(len(t), func(i int) bool { return t[i].last >= offset })
+	total, j := 0, i
+	for ; j < len(t) && t[j].last < hw; j++ {
+		n := len(t[j].data)
+		if total+n > int(maxBytes) && !(j == i && minOne) {
+			break
+		}
+		total += n
+	}
+	switch j - i {
+	case 0:
+		return nil
+	case 1:
+		return t[i].data // immutable once written; no copy
+	}
+	out := make([]byte, 0, total)
+	for k := i; k < j; k++ {
+		out = append(out, t[k].data...)
+	}
+	return out
+}
+
+// readExtents reads from the first extent holding a batch at or after offset.
+func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+	i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset })
+	for ; i < len(exts); i++ {
+		data, found, err := e.readExtent(ctx, exts[i], offset, maxBytes, minOne)
+		if err != nil || found {
+			return data, found, err
+		}
+	}
+	return nil, false, nil
+}
+
+// smallExtent: extents up to this size are scanned from their start rather
+// than through their sparse index (one cached block read either way).
+const smallExtent = 64 << 10
+
+// seekExtent returns the relative position of the last indexed batch with
+// base offset <= offset (0 without an index).
+func (e *Engine) seekExtent(ctx context.Context, x *extent, offset int64) (int64, error) {
+	if x.Size <= smallExtent || x.IndexCount <= 1 {
+		return 0, nil
+	}
+	idx, err := e.loadIndex(ctx, x)
+	if err != nil {
+		return 0, err
+	}
+	j := sort.Search(len(idx), func(j int) bool { return idx[j].Offset > offset })
+	if j == 0 {
+		return 0, nil
+	}
+	return int64(idx[j-1].RelPos), nil
+}
+
+func (e *Engine) loadIndex(ctx context.Context, x *extent) ([]segment.IndexEntry, error) {
+	if p := x.idx.Load(); p != nil {
+		return *p, nil
+	}
+	raw, err := e.cache.read(ctx, e.store, x.obj, x.IndexPos, int(x.IndexCount)*segment.EntrySize)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := segment.DecodeIndex(raw)
+	if err != nil {
+		return nil, err
+	}
+	x.idx.Store(&idx)
+	return idx, nil
+}
+
+// batchHeader reads the fields of the batch at rel needed to walk an extent.
+func (e *Engine) batchHeader(ctx context.Context, x *extent, rel int64) (base, last, maxTS int64, size int64, err error) {
+	if rel+batch.HeaderSize > x.Size {
+		return 0, 0, 0, 0, fmt.Errorf("%w: batch header past extent end in %s", ErrCorruptMessage, x.obj.key)
+	}
+	h, err := e.cache.read(ctx, e.store, x.obj, x.Pos+rel, batch.HeaderSize)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	base = int64(binary.BigEndian.Uint64(h[0:]))
+	size = batch.LogOverhead + int64(int32(binary.BigEndian.Uint32(h[8:])))
+	last = base + int64(int32(binary.BigEndian.Uint32(h[batch.OffLastOffsetDelta:])))
+	maxTS = batch.MaxTimestamp(h)
+	if size < batch.HeaderSize || rel+size > x.Size {
+		return 0, 0, 0, 0, fmt.Errorf("%w: bad batch length in %s", ErrCorruptMessage, x.obj.key)
+	}
+	return base, last, maxTS, size, nil
+}
+
+func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+	rel, err := e.seekExtent(ctx, x, offset)
+	if err != nil {
+		return nil, false, err
+	}
+	for rel < x.Size {
+		_, last, _, size, err := e.batchHeader(ctx, x, rel)
+		if err != nil {
+			return nil, false, err
+		}
+		if last >= offset {
+			break
+		}
+		rel += size
+	}
+	if rel >= x.Size {
+		return nil, false, nil
+	}
+	start, end := rel, rel
+	for end < x.Size {
+		_, _, _, size, err := e.batchHeader(ctx, x, end)
+		if err != nil {
+			return nil, false, err
+		}
+		if end-start+size > int64(maxBytes) && !(end == start && minOne) {
+			break
+		}
+		end += size
+	}
+	if end == start {
+		return nil, true, nil
+	}
+	data, err := e.cache.read(ctx, e.store, x.obj, x.Pos+start, int(end-start))
+	return data, true, err
+}
+
+// blockCache caches fixed-size blocks of objects. Objects are immutable, so
+// entries never go stale; they are dropped when their object is deleted or
+// by LRU.
+type blockCache struct {
+	mu    sync.Mutex
+	cap   int64
+	size  int64
+	lru   *list.List // of *cacheBlock, front = most recent
+	index map[cacheKey]*list.Element
+	m     *metrics
+}
+
+const cacheBlock = 256 << 10
+
+type cacheKey struct {
+	obj string
+	blk int64
+}
+
+type cacheEntry struct {
+	k    cacheKey
+	data []byte
+}
+
+func newBlockCache(capacity int64, m *metrics) *blockCache {
+	return &blockCache{cap: capacity, lru: list.New(), index: map[cacheKey]*list.Element{}, m: m}
+}
+
+// read returns n bytes of obj at off. The result may alias the cache and
+// must not be modified. Reads larger than a few blocks bypass the cache.
+func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object, off int64, n int) ([]byte, error) {
+	if n < 0 || off < 0 || off+int64(n) > obj.size {
+		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if n > 4*cacheBlock || c.cap <= 0 {
+		buf := make([]byte, n)
+		if err := st.ReadAt(ctx, obj.key, buf, off); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
+	if first == lastBlk {
+		b, err := c.block(ctx, st, obj, first)
+		if err != nil {
+			return nil, err
+		}
+		s := off - first*cacheBlock
+		return b[s : s+int64(n) : s+int64(n)], nil
+	}
+	out := make([]byte, 0, n)
+	for blk := first; blk <= lastBlk; blk++ {
+		b, err := c.block(ctx, st, obj, blk)
+		if err != nil {
+			return nil, err
+		}
+		lo, hi := int64(0), int64(len(b))
+		if blk == first {
+			lo = off - blk*cacheBlock
+		}
+		if blk == lastBlk {
+			hi = off + int64(n) - blk*cacheBlock
+		}
+		out = append(out, b[lo:hi]...)
+	}
+	return out, nil
+}
+
+func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object, blk int64) ([]byte, error) {
+	k := cacheKey{obj.key, blk}
+	c.mu.Lock()
+	if el, ok := c.index[k]; ok {
+		c.lru.MoveToFront(el)
+		c.mu.Unlock()
+		c.m.cacheHits.Inc()
+		return el.Value.(*cacheEntry).data, nil
+	}
+	c.mu.Unlock()
+	c.m.cacheMisses.Inc()
+	n := min(int64(cacheBlock), obj.size-blk*cacheBlock)
+	buf := make([]byte, n)
+	if err := st.ReadAt(ctx, obj.key, buf, blk*cacheBlock); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.index[k]; ok {
+		return el.Value.(*cacheEntry).data, nil
+	}
+	c.index[k] = c.lru.PushFront(&cacheEntry{k: k, data: buf})
+	c.size += n
+	for c.size > c.cap && c.lru.Len() > 0 {
+		el := c.lru.Back()
+		ce := el.Value.(*cacheEntry)
+		c.lru.Remove(el)
+		delete(c.index, ce.k)
+		c.size -= int64(len(ce.data))
+	}
+	return buf, nil
+}
+
+// drop forgets every block of obj.
+func (c *blockCache) drop(obj *object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for blk := int64(0); blk*cacheBlock < obj.size; blk++ {
+		if el, ok := c.index[cacheKey{obj.key, blk}]; ok {
+			c.lru.Remove(el)
+			delete(c.index, cacheKey{obj.key, blk})
+			c.size -= int64(len(el.Value.(*cacheEntry).data))
+		}
+	}
+}

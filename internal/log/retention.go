@@ -1,0 +1,234 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// cleanLoop runs retention, compaction and object garbage collection every
+// RetentionCheckInterval.
+func (e *Engine) cleanLoop() {
+	defer e.bg.Done()
+	t := time.NewTicker(e.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	e.collectGarbage(e.ctx) // orphans and dead objects found by Open
+	for {
+		select {
+		case <-t.C:
+		case <-e.ctx.Done():
+			return
+		}
+		e.cleanOnce(e.ctx)
+	}
+}
+
+func (e *Engine) cleanOnce(ctx context.Context) {
+	e.mu.RLock()
+	topics := make([]*topic, 0, len(e.topics))
+	for _, t := range e.topics {
+		topics = append(topics, t)
+	}
+	e.mu.RUnlock()
+	for _, t := range topics {
+		cfg := t.cfg.Load()
+		for _, p := range t.partitions() {
+			if ctx.Err() != nil {
+				return
+			}
+			if cfg.Delete {
+				if err := p.applyRetention(ctx); err != nil {
+					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
+				}
+			}
+			if cfg.Compact {
+				if err := p.compact(ctx); err != nil {
+					e.log.Warn("compaction failed", "topic", t.name, "partition", p.id, "err", err)
+				}
+			}
+		}
+	}
+	e.collectGarbage(ctx)
+}
+
+// unit is a retention unit: a rolled extent or an unrolled tail batch.
+type unit struct {
+	last, maxTS, size int64
+}
+
+// applyRetention advances the log start past data that retention.ms or
+// retention.bytes says to delete. Whole extents and whole tail batches go
+// at once, oldest first, and only below the high watermark.
+func (p *Partition) applyRetention(ctx context.Context) error {
+	cfg := p.t.cfg.Load()
+	if cfg.RetentionMs < 0 && cfg.RetentionBytes < 0 {
+		return nil
+	}
+	p.mu.RLock()
+	if p.deleted {
+		p.mu.RUnlock()
+		return nil
+	}
+	hw, ls := p.hw.Load(), p.logStart.Load()
+	units := make([]unit, 0, len(p.extents)+len(p.tail))
+	for _, x := range p.extents {
+		if x.Last >= ls {
+			units = append(units, unit{x.Last, x.MaxTS, x.Size})
+		}
+	}
+	for _, t := range p.tail {
+		if t.rolled && len(p.extents) > 0 && t.last <= p.extents[len(p.extents)-1].Last {
+			continue // also counted in an extent
+		}
+		if t.last >= ls && t.last < hw {
+			units = append(units, unit{t.last, t.maxTS, int64(len(t.data))})
+		}
+	}
+	p.mu.RUnlock()
+
+	newStart := ls
+	i := 0
+	if cfg.RetentionMs >= 0 {
+		cutoff := p.e.nowMs() - cfg.RetentionMs
+		for ; i < len(units) && units[i].maxTS < cutoff; i++ {
+			newStart = units[i].last + 1
+		}
+	}
+	if cfg.RetentionBytes >= 0 {
+		var total int64
+		for _, u := range units[i:] {
+			total += u.size
+		}
+		// As Kafka: delete a unit while what remains would still be at
+		// least retention.bytes.
+		for ; i < len(units) && total-units[i].size >= cfg.RetentionBytes; i++ {
+			total -= units[i].size
+			newStart = units[i].last + 1
+		}
+	}
+	if newStart <= ls {
+		return nil
+	}
+	_, err := p.setLogStart(ctx, newStart)
+	return err
+}
+
+// DeleteRecords advances the log start offset to before (-1 means the high
+// watermark), durably, and returns the new low watermark.
+func (p *Partition) DeleteRecords(ctx context.Context, before int64) (int64, error) {
+	if p.e.closed.Load() {
+		return 0, ErrClosed
+	}
+	p.mu.RLock()
+	err := p.checkLive()
+	p.mu.RUnlock()
+	if err != nil {
+		return 0, err
+	}
+	hw := p.hw.Load()
+	if before == -1 {
+		before = hw
+	}
+	if before < 0 || before > hw {
+		return 0, fmt.Errorf("%w: delete before %d, high watermark %d", ErrOffsetOutOfRange, before, hw)
+	}
+	return p.setLogStart(ctx, before)
+}
+
+// setLogStart persists a new log start offset (if higher), then drops the
+// data below it from memory and releases extents wholly below it.
+func (p *Partition) setLogStart(ctx context.Context, ls int64) (int64, error) {
+	p.lsMu.Lock()
+	defer p.lsMu.Unlock()
+	cur := p.logStart.Load()
+	if ls <= cur {
+		return cur, nil
+	}
+	if err := p.e.md.Txn(ctx, nil, meta.Put(pstateKey(p.t.id, p.id), []byte(strconv.FormatInt(ls, 10)))); err != nil {
+		return cur, fmt.Errorf("%w: persist log start: %v", ErrStorage, err)
+	}
+	p.mu.Lock()
+	if p.deleted {
+		p.mu.Unlock()
+		return cur, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+	}
+	p.logStart.Store(ls)
+	var dead, keep []*extent
+	for _, x := range p.extents {
+		if x.Last < ls {
+			dead = append(dead, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	if len(dead) > 0 {
+		p.extents = keep
+	}
+	// Tail batches below the start are never read again; the roller works
+	// from the WAL file, so unrolled ones can go too.
+	k, freed := 0, int64(0)
+	for k < len(p.tail) && p.tail[k].last < ls {
+		if p.tail[k].owned {
+			freed += int64(len(p.tail[k].data))
+		}
+		k++
+	}
+	if k > 0 {
+		p.tail = append(p.tail[:0:0], p.tail[k:]...)
+	}
+	p.mu.Unlock()
+	p.e.tailBytes.Add(-freed)
+	p.e.releaseExtents(dead)
+	return ls, nil
+}
+
+// collectGarbage unregisters objects no partition references any more and
+// deletes from storage the ones unregistered by the previous pass (so a read
+// that picked an extent just before it was released still finds its object).
+func (e *Engine) collectGarbage(ctx context.Context) {
+	e.objMu.Lock()
+	remove := e.toRemove
+	e.toRemove = nil
+	unlinked := e.unlinked
+	e.unlinked = nil
+	e.objMu.Unlock()
+
+	for _, key := range remove {
+		if err := e.store.Delete(ctx, key); err != nil {
+			e.log.Warn("deleting data object failed; will retry", "key", key, "err", err)
+			e.objMu.Lock()
+			e.toRemove = append(e.toRemove, key)
+			e.objMu.Unlock()
+			continue
+		}
+		e.m.objectsFreed.Inc()
+	}
+	for len(unlinked) > 0 {
+		n := min(len(unlinked), meta.MaxTxnOps)
+		ops := make([]meta.Op, n)
+		for i, o := range unlinked[:n] {
+			ops[i] = meta.Delete(keyObjects + o.key)
+		}
+		if err := e.md.Txn(ctx, nil, ops...); err != nil {
+			e.log.Warn("unregistering data objects failed; will retry", "err", err)
+			e.objMu.Lock()
+			e.unlinked = append(e.unlinked, unlinked...)
+			e.objMu.Unlock()
+			return
+		}
+		e.objMu.Lock()
+		for _, o := range unlinked[:n] {
+			delete(e.objects, o.key)
+			e.toRemove = append(e.toRemove, o.key)
+			e.m.objects.Dec()
+		}
+		e.objMu.Unlock()
+		for _, o := range unlinked[:n] {
+			e.cache.drop(o)
+		}
+		unlinked = unlinked[n:]
+	}
+}

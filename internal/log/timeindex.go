@@ -1,0 +1,162 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
+
+// OffsetForTimestamp returns the offset and timestamp of the first record
+// (not batch) at or after the log start with timestamp >= ts, or (-1, -1)
+// if there is none below the high watermark. Batches are located by their
+// maxTimestamp (extent max, then the footer's sparse span maxima, then batch
+// headers); only the one matching batch is decoded.
+func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, int64, error) {
+	p.mu.RLock()
+	if err := p.checkLive(); err != nil {
+		p.mu.RUnlock()
+		return -1, -1, err
+	}
+	exts, ls, hw := p.extents, p.logStart.Load(), p.hw.Load()
+	p.mu.RUnlock()
+
+	for _, x := range exts {
+		if x.Last < ls || x.MaxTS < ts {
+			continue
+		}
+		off, rts, err := p.e.timestampInExtent(ctx, x, ts, ls)
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		if off >= 0 {
+			return off, rts, nil
+		}
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	start := int64(math.MinInt64)
+	if n := len(exts); n > 0 {
+		start = exts[n-1].Last + 1 // rolled tail batches were covered above
+	}
+	for _, t := range p.tail {
+		if t.last < start || t.last < ls || t.maxTS < ts {
+			continue
+		}
+		if t.last >= hw {
+			break
+		}
+		if off, rts := firstRecordAtOrAfter(t.data, ts, ls); off >= 0 {
+			return off, rts, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// timestampInExtent finds the first record with timestamp >= ts and offset
+// >= minOff inside x, or -1.
+func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff int64) (int64, int64, error) {
+	rel, end := int64(0), x.Size
+	if x.Size > smallExtent && x.IndexCount > 1 {
+		idx, err := e.loadIndex(ctx, x)
+		if err != nil {
+			return -1, -1, err
+		}
+		// Skip index spans whose batches all end before minOff or whose
+		// maxima are all below ts.
+		j := sort.Search(len(idx), func(j int) bool { return idx[j].Offset > minOff })
+		if j > 0 {
+			j--
+		}
+		for ; j < len(idx) && idx[j].SpanMaxTS < ts; j++ {
+		}
+		if j == len(idx) {
+			return -1, -1, nil
+		}
+		rel = int64(idx[j].RelPos)
+	}
+	for rel < end {
+		_, last, maxTS, size, err := e.batchHeader(ctx, x, rel)
+		if err != nil {
+			return -1, -1, err
+		}
+		if last >= minOff && maxTS >= ts {
+			data, err := e.cache.read(ctx, e.store, x.obj, x.Pos+rel, int(size))
+			if err != nil {
+				return -1, -1, err
+			}
+			if off, rts := firstRecordAtOrAfter(data, ts, minOff); off >= 0 {
+				return off, rts, nil
+			}
+		}
+		rel += size
+	}
+	return -1, -1, nil
+}
+
+// firstRecordAtOrAfter decodes one batch and returns the first record with
+// timestamp >= ts and offset >= minOff.
+func firstRecordAtOrAfter(bt []byte, ts, minOff int64) (int64, int64) {
+	h, recs, err := batch.Records(bt)
+	if err != nil {
+		return -1, -1
+	}
+	for i := range recs {
+		off := h.BaseOffset + int64(recs[i].OffsetDelta)
+		if rts := batch.RecordTimestamp(&h, &recs[i]); off >= minOff && rts >= ts {
+			return off, rts
+		}
+	}
+	return -1, -1
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the
+// largest timestamp (the earliest such record on ties), or (-1, -1) if the
+// log is empty (ListOffsets -3, KIP-734).
+func (p *Partition) MaxTimestamp(ctx context.Context) (int64, int64, error) {
+	p.mu.RLock()
+	if err := p.checkLive(); err != nil {
+		p.mu.RUnlock()
+		return -1, -1, err
+	}
+	exts, ls, hw := p.extents, p.logStart.Load(), p.hw.Load()
+	best, bestTS := -1, int64(math.MinInt64)
+	var bestTail []byte
+	for i, x := range exts {
+		if x.Last >= ls && x.MaxTSOffset >= 0 && x.MaxTS > bestTS {
+			best, bestTS = i, x.MaxTS
+		}
+	}
+	start := int64(math.MinInt64)
+	if n := len(exts); n > 0 {
+		start = exts[n-1].Last + 1
+	}
+	for _, t := range p.tail {
+		if t.last >= start && t.last >= ls && t.last < hw && t.maxTS > bestTS {
+			bestTail, bestTS = t.data, t.maxTS
+		}
+	}
+	p.mu.RUnlock()
+
+	if bestTail != nil {
+		off, ts := firstRecordAtOrAfter(bestTail, bestTS, ls)
+		return off, ts, nil
+	}
+	if best < 0 {
+		return -1, -1, nil
+	}
+	// The extent knows which batch holds its max; a record in it at or
+	// after the log start carries it unless the start cut into that batch.
+	for _, x := range exts[best:] {
+		off, ts, err := p.e.timestampInExtent(ctx, x, bestTS, max(ls, x.MaxTSOffset))
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		if off >= 0 {
+			return off, ts, nil
+		}
+	}
+	return -1, -1, nil
+}

@@ -1,0 +1,261 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/topicconfig"
+)
+
+type topic struct {
+	name     string
+	id       [16]byte
+	internal bool
+	// overrides is replaced, never mutated; guarded by Engine.mu.
+	overrides map[string]string
+	cfg       atomic.Pointer[topicconfig.Config]
+	parts     atomic.Pointer[[]*Partition]
+}
+
+func (t *topic) partitions() []*Partition {
+	if p := t.parts.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (t *topic) info() TopicInfo {
+	return TopicInfo{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions())),
+		Configs: maps.Clone(t.overrides), Internal: t.internal}
+}
+
+// isInternal marks Kafka's internal topics and sluice's own.
+func isInternal(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state" || strings.HasPrefix(name, "__sluice")
+}
+
+func (e *Engine) newTopic(name string, id [16]byte, overrides map[string]string) *topic {
+	t := &topic{name: name, id: id, internal: isInternal(name), overrides: overrides}
+	cfg := topicconfig.Parse(e.cfg.BrokerDefaults, overrides)
+	t.cfg.Store(&cfg)
+	empty := []*Partition{}
+	t.parts.Store(&empty)
+	return t
+}
+
+func (e *Engine) addPartitions(t *topic, total int32) []*Partition {
+	old := t.partitions()
+	ps := append([]*Partition(nil), old...)
+	for i := int32(len(old)); i < total; i++ {
+		ps = append(ps, newPartition(e, t, i))
+	}
+	t.parts.Store(&ps)
+	return ps[len(old):]
+}
+
+// CreateTopic creates a topic with a random v4 UUID. Name validation is the
+// caller's job.
+func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (TopicInfo, error) {
+	if e.closed.Load() {
+		return TopicInfo{}, ErrClosed
+	}
+	if partitions < 1 {
+		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
+	}
+	if err := topicconfig.Validate(configs); err != nil {
+		return TopicInfo{}, err
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	if _, ok := e.Topic(name); ok {
+		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	overrides := maps.Clone(configs)
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	id := newUUID()
+	err := e.md.Txn(ctx, []meta.Compare{{Key: keyTopics + name, Version: 0}},
+		meta.Put(keyTopics+name, encodeTopic(id, partitions, overrides)))
+	if err != nil {
+		if isConflict(err) {
+			return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
+		}
+		return TopicInfo{}, fmt.Errorf("%w: create topic: %v", ErrStorage, err)
+	}
+	t := e.newTopic(name, id, overrides)
+	e.addPartitions(t, partitions)
+	e.mu.Lock()
+	e.topics[name] = t
+	e.byID[id] = t
+	e.mu.Unlock()
+	return t.info(), nil
+}
+
+// DeleteTopic removes a topic. Its partitions stop accepting appends at
+// once; its data is removed in the background. A topic created later with
+// the same name has a new ID and starts empty.
+func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	e.mu.RLock()
+	t, ok := e.topics[name]
+	e.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	if err := e.md.Txn(ctx, nil, meta.Delete(keyTopics+name), meta.DeletePrefix(pstatePrefix(t.id))); err != nil {
+		return fmt.Errorf("%w: delete topic: %v", ErrStorage, err)
+	}
+	e.mu.Lock()
+	delete(e.topics, name)
+	delete(e.byID, t.id)
+	e.mu.Unlock()
+	for _, p := range t.partitions() {
+		p.drop()
+	}
+	return nil
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (e *Engine) CreatePartitions(ctx context.Context, name string, total int32) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	e.mu.RLock()
+	t, ok := e.topics[name]
+	e.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	cur := int32(len(t.partitions()))
+	if total <= cur {
+		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
+	}
+	e.mu.RLock()
+	ov := t.overrides
+	e.mu.RUnlock()
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, total, ov))); err != nil {
+		return fmt.Errorf("%w: create partitions: %v", ErrStorage, err)
+	}
+	e.addPartitions(t, total)
+	return nil
+}
+
+// Topics returns every topic, sorted by name.
+func (e *Engine) Topics() []TopicInfo {
+	e.mu.RLock()
+	out := make([]TopicInfo, 0, len(e.topics))
+	for _, t := range e.topics {
+		out = append(out, t.info())
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic describes one topic.
+func (e *Engine) Topic(name string) (TopicInfo, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t, ok := e.topics[name]
+	if !ok {
+		return TopicInfo{}, false
+	}
+	return t.info(), true
+}
+
+// TopicByID describes the topic with this ID.
+func (e *Engine) TopicByID(id [16]byte) (TopicInfo, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	t, ok := e.byID[id]
+	if !ok {
+		return TopicInfo{}, false
+	}
+	return t.info(), true
+}
+
+// AlterTopicConfigs changes a topic's overrides. With replace the new set is
+// exactly set (AlterConfigs); otherwise set is merged in and del removed
+// (IncrementalAlterConfigs). The result is validated as a whole.
+func (e *Engine) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string, replace bool) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	e.mu.RLock()
+	t, ok := e.topics[name]
+	var ov map[string]string
+	if ok {
+		ov = t.overrides
+	}
+	e.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	next := map[string]string{}
+	if !replace {
+		maps.Copy(next, ov)
+		for _, k := range del {
+			delete(next, k)
+		}
+	}
+	maps.Copy(next, set)
+	if err := topicconfig.Validate(next); err != nil {
+		return err
+	}
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), next))); err != nil {
+		return fmt.Errorf("%w: alter configs: %v", ErrStorage, err)
+	}
+	cfg := topicconfig.Parse(e.cfg.BrokerDefaults, next)
+	e.mu.Lock()
+	t.overrides = next
+	t.cfg.Store(&cfg)
+	e.mu.Unlock()
+	return nil
+}
+
+// Partition returns a partition handle.
+func (e *Engine) Partition(topic string, partition int32) (*Partition, error) {
+	e.mu.RLock()
+	t, ok := e.topics[topic]
+	e.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, topic)
+	}
+	ps := t.partitions()
+	if partition < 0 || int(partition) >= len(ps) {
+		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topic, partition)
+	}
+	return ps[partition], nil
+}
+
+// partitionByID finds a live partition by topic ID, or nil.
+func (e *Engine) partitionByID(id [16]byte, partition int32) *Partition {
+	e.mu.RLock()
+	t, ok := e.byID[id]
+	e.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	ps := t.partitions()
+	if partition < 0 || int(partition) >= len(ps) {
+		return nil
+	}
+	return ps[partition]
+}
+
+func isConflict(err error) bool { return err != nil && errors.Is(err, meta.ErrConflict) }

@@ -1,0 +1,593 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// SyncMode says when the writer fsyncs.
+type SyncMode int
+
+const (
+	SyncEvery    SyncMode = iota // every group commit
+	SyncMessages                 // once SyncMessages records are unsynced (or SyncInterval passed)
+	SyncInterval                 // every SyncInterval
+	SyncNever                    // leave it to the OS; written counts as durable
+)
+
+// ErrClosed is returned by Reserve after Close.
+var ErrClosed = errors.New("wal: closed")
+
+// Options configure a Writer.
+type Options struct {
+	Dir          string
+	Mode         SyncMode
+	SyncMessages int64
+	SyncInterval time.Duration
+	SegmentBytes int64
+	RollInterval time.Duration
+	FirstSeq     uint64 // sequence number of the first segment this writer creates
+	// ChunkBytes is the size of the in-memory buffers entries are copied
+	// into (default 1 MiB). Buffers are not reused: callers may keep
+	// slices of them (the log engine serves its tail from them).
+	ChunkBytes int
+	// OnDurable is called, in the writer goroutine and in log order, for
+	// every reservation once it is durable under Mode, before the group's
+	// Durable channel closes.
+	OnDurable func(owner any, end int64)
+	// OnRoll is called, in the writer goroutine, after segment seq was
+	// fsynced and closed; it must not block.
+	OnRoll func(seq uint64)
+	// OnWrite and OnSync report metrics; optional.
+	OnWrite func(bytes int, entries int, d time.Duration)
+	OnSync  func(d time.Duration)
+	Logger  *slog.Logger
+}
+
+type item struct {
+	owner any
+	end   int64
+}
+
+// Group is one group commit: everything reserved between two flushes.
+type Group struct {
+	bufs    [][]byte
+	items   []item
+	records int64
+	wg      sync.WaitGroup
+	written chan struct{}
+	durable chan struct{}
+	werr    error // set before written closes
+	derr    error // set before durable closes
+}
+
+func newGroup() *Group {
+	return &Group{written: make(chan struct{}), durable: make(chan struct{})}
+}
+
+// Written closes once the group is written to the segment file (page cache).
+func (g *Group) Written() <-chan struct{} { return g.written }
+
+// Durable closes once the group is durable under the sync mode.
+func (g *Group) Durable() <-chan struct{} { return g.durable }
+
+// WriteErr is the write error; valid once Written is closed.
+func (g *Group) WriteErr() error { return g.werr }
+
+// DurableErr is the write or sync error; valid once Durable is closed.
+func (g *Group) DurableErr() error { return g.derr }
+
+// Reservation is space in the current group. The caller fills Buf and must
+// call Commit exactly once, promptly: the writer waits for it.
+type Reservation struct {
+	Buf []byte
+	G   *Group
+}
+
+// Commit hands the filled reservation to the writer.
+func (r Reservation) Commit() { r.G.wg.Done() }
+
+// Writer is the group-commit WAL writer. Lock order: callers' locks, then w.mu.
+type Writer struct {
+	o    Options
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	mu         sync.Mutex
+	cur        *Group
+	chunk      []byte // len = used
+	chunkStart int    // start of cur's region in chunk
+	closed     bool
+	killed     bool
+	failed     error
+	rollReq    []chan struct{}
+
+	// SyncEvery pipelining: the writer hands written groups to the syncer
+	// goroutine, so group N+1 is written while group N is fsynced.
+	syncMu   sync.Mutex
+	syncCond *sync.Cond
+	pending  []*Group // written, waiting for the syncer
+	syncFile *os.File
+	syncing  bool
+	syncStop bool
+	syncDone chan struct{}
+
+	// writer goroutine only
+	f          *os.File
+	seq        uint64
+	size       int64
+	created    time.Time
+	unsynced   []*Group
+	unsyncRecs int64
+	lastSync   time.Time
+}
+
+// Open starts a writer. Segment files are created lazily on first write.
+func Open(o Options) (*Writer, error) {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 64 << 20
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnDurable == nil {
+		o.OnDurable = func(any, int64) {}
+	}
+	if o.OnRoll == nil {
+		o.OnRoll = func(uint64) {}
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	w := &Writer{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
+	w.syncCond = sync.NewCond(&w.syncMu)
+	go w.run()
+	if o.Mode == SyncEvery {
+		go w.syncLoop()
+	} else {
+		close(w.syncDone)
+	}
+	return w, nil
+}
+
+// Reserve takes n bytes in the current group for an entry (or several)
+// ending at offset end for owner, holding records records. The caller fills
+// r.Buf and calls r.Commit. Reservations become durable in the order they
+// were made, so a caller that reserves under its own lock gets log order.
+func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservation, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return Reservation{}, ErrClosed
+	}
+	if w.failed != nil {
+		err := w.failed
+		w.mu.Unlock()
+		return Reservation{}, err
+	}
+	if cap(w.chunk)-len(w.chunk) < n {
+		if len(w.chunk) > w.chunkStart {
+			w.cur.bufs = append(w.cur.bufs, w.chunk[w.chunkStart:len(w.chunk)])
+		}
+		w.chunk = make([]byte, 0, max(w.o.ChunkBytes, n))
+		w.chunkStart = 0
+	}
+	l := len(w.chunk)
+	w.chunk = w.chunk[:l+n]
+	buf := w.chunk[l : l+n : l+n]
+	g := w.cur
+	wasEmpty := len(g.items) == 0
+	g.items = append(g.items, item{owner, end})
+	g.records += records
+	g.wg.Add(1)
+	w.mu.Unlock()
+	if wasEmpty {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return Reservation{Buf: buf, G: g}, nil
+}
+
+// Roll asks the writer to close the current segment (if it holds data) and
+// returns a channel closed once that happened.
+func (w *Writer) Roll() <-chan struct{} {
+	ch := make(chan struct{})
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	w.rollReq = append(w.rollReq, ch)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// Kill stops the writer as a crash would: nothing pending is written, no
+// fsync, waiters are left hanging. For crash tests only.
+func (w *Writer) Kill() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.killed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	w.stopSyncer()
+}
+
+// Close writes and fsyncs everything reserved, closes the segment (without
+// rolling it: the next Open replays it) and stops the writer.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		<-w.done
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.stop)
+	<-w.done
+	w.stopSyncer()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+func (w *Writer) tickEvery() time.Duration {
+	d := time.Second
+	if w.o.RollInterval > 0 && w.o.RollInterval/2 < d {
+		d = w.o.RollInterval / 2
+	}
+	if (w.o.Mode == SyncInterval || w.o.Mode == SyncMessages) && w.o.SyncInterval > 0 && w.o.SyncInterval/2 < d {
+		d = w.o.SyncInterval / 2
+	}
+	return max(d, time.Millisecond)
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.tickEvery())
+	defer t.Stop()
+	for {
+		stopping := false
+		select {
+		case <-w.kick:
+		case <-t.C:
+		case <-w.stop:
+			stopping = true
+			w.mu.Lock()
+			killed := w.killed
+			w.mu.Unlock()
+			if killed {
+				if w.f != nil {
+					w.f.Close()
+				}
+				return
+			}
+		}
+		w.flushOnce()
+		w.periodic(time.Now())
+		if stopping {
+			w.flushOnce() // anything reserved while the last flush ran
+			w.drainSyncer()
+			w.sync()
+			if w.f != nil {
+				w.f.Close()
+				w.f = nil
+			}
+			w.mu.Lock()
+			reqs := w.rollReq
+			w.rollReq = nil
+			w.mu.Unlock()
+			for _, ch := range reqs {
+				close(ch)
+			}
+			return
+		}
+	}
+}
+
+// flushOnce writes the current group, if any, and applies the sync policy.
+func (w *Writer) flushOnce() {
+	w.mu.Lock()
+	g := w.cur
+	if len(g.items) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	if len(w.chunk) > w.chunkStart {
+		g.bufs = append(g.bufs, w.chunk[w.chunkStart:len(w.chunk)])
+		w.chunkStart = len(w.chunk)
+	}
+	w.cur = newGroup()
+	w.mu.Unlock()
+
+	g.wg.Wait() // every reservation of g is filled
+	w.mu.Lock()
+	failed := w.failed
+	w.mu.Unlock()
+	if failed != nil {
+		g.werr, g.derr = failed, failed
+		close(g.written)
+		close(g.durable)
+		return
+	}
+	start := time.Now()
+	err := w.write(g)
+	if w.o.OnWrite != nil {
+		w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
+	}
+	if err != nil {
+		w.fail(g, err)
+		return
+	}
+	if w.o.Mode == SyncEvery {
+		close(g.written)
+		w.syncMu.Lock()
+		w.pending = append(w.pending, g)
+		w.syncFile = w.f
+		w.syncCond.Broadcast()
+		w.syncMu.Unlock()
+		if w.size >= w.o.SegmentBytes {
+			w.rollSegment()
+		}
+		return
+	}
+	w.unsynced = append(w.unsynced, g)
+	w.unsyncRecs += g.records
+	if w.o.Mode == SyncNever {
+		w.markDurable()
+	}
+	close(g.written) // acks=1 need not wait for the fsync below
+	switch w.o.Mode {
+	case SyncMessages:
+		if w.o.SyncMessages <= 0 || w.unsyncRecs >= w.o.SyncMessages {
+			w.sync()
+		}
+	}
+	if w.size >= w.o.SegmentBytes {
+		w.rollSegment()
+	}
+}
+
+func groupBytes(g *Group) int {
+	n := 0
+	for _, b := range g.bufs {
+		n += len(b)
+	}
+	return n
+}
+
+func (w *Writer) write(g *Group) error {
+	if w.f == nil {
+		if err := w.openSegment(); err != nil {
+			return err
+		}
+	}
+	for _, b := range g.bufs {
+		n, err := w.f.Write(b)
+		w.size += int64(n)
+		if err != nil {
+			return fmt.Errorf("wal: write %s: %w", SegmentName(w.seq), err)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) openSegment() error {
+	path := filepath.Join(w.o.Dir, SegmentName(w.seq))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: create segment: %w", err)
+	}
+	if _, err := f.Write(Magic[:]); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: write segment magic: %w", err)
+	}
+	// The new directory entry must survive a power loss along with the data
+	// synced into the file later.
+	if d, err := os.Open(w.o.Dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	w.f, w.size, w.created = f, int64(len(Magic)), time.Now()
+	return nil
+}
+
+// fail poisons the writer: a WAL that cannot write cannot promise anything.
+func (w *Writer) fail(g *Group, err error) {
+	w.o.Logger.Error("wal write failed; refusing further appends", "err", err)
+	w.mu.Lock()
+	if w.failed == nil {
+		w.failed = err
+	}
+	w.mu.Unlock()
+	for _, u := range w.unsynced {
+		u.derr = err
+		close(u.durable)
+	}
+	w.unsynced = nil
+	g.werr, g.derr = err, err
+	close(g.written)
+	close(g.durable)
+}
+
+func (w *Writer) sync() {
+	if len(w.unsynced) == 0 {
+		return
+	}
+	if w.f != nil && w.o.Mode != SyncNever {
+		start := time.Now()
+		if err := w.f.Sync(); err != nil {
+			w.poison(fmt.Errorf("wal: fsync %s: %w", SegmentName(w.seq), err))
+			return
+		}
+		if w.o.OnSync != nil {
+			w.o.OnSync(time.Since(start))
+		}
+	}
+	w.lastSync = time.Now()
+	w.markDurable()
+}
+
+func (w *Writer) markDurable() {
+	for _, g := range w.unsynced {
+		for _, it := range g.items {
+			w.o.OnDurable(it.owner, it.end)
+		}
+		close(g.durable)
+	}
+	w.unsynced = w.unsynced[:0]
+	w.unsyncRecs = 0
+}
+
+func (w *Writer) periodic(now time.Time) {
+	if len(w.unsynced) > 0 && (w.o.Mode == SyncInterval || w.o.Mode == SyncMessages) {
+		iv := w.o.SyncInterval
+		if iv <= 0 {
+			iv = time.Second // backstop so acks=all never waits forever
+		}
+		if now.Sub(w.lastSync) >= iv {
+			w.sync()
+		}
+	}
+	w.mu.Lock()
+	reqs := w.rollReq
+	w.rollReq = nil
+	w.mu.Unlock()
+	if w.f != nil && (len(reqs) > 0 || (w.o.RollInterval > 0 && now.Sub(w.created) >= w.o.RollInterval)) {
+		w.rollSegment()
+	}
+	for _, ch := range reqs {
+		close(ch)
+	}
+}
+
+// rollSegment fsyncs and closes the current segment and hands it to OnRoll.
+func (w *Writer) rollSegment() {
+	if w.f == nil {
+		return
+	}
+	w.drainSyncer()
+	if w.o.Mode != SyncNever {
+		if err := w.f.Sync(); err != nil {
+			w.poison(fmt.Errorf("wal: fsync %s at roll: %w", SegmentName(w.seq), err))
+			return
+		}
+		if w.o.OnSync != nil {
+			w.o.OnSync(0)
+		}
+	}
+	w.lastSync = time.Now()
+	w.markDurable()
+	w.f.Close()
+	w.f = nil
+	seq := w.seq
+	w.seq++
+	w.o.OnRoll(seq)
+}
+
+// poison fails every unsynced group and all later appends: after a failed
+// fsync the kernel may have dropped dirty pages, so nothing unsynced can be
+// promised (the fsyncgate lesson).
+func (w *Writer) poison(err error) {
+	w.o.Logger.Error("wal fsync failed; refusing further appends", "err", err)
+	w.mu.Lock()
+	if w.failed == nil {
+		w.failed = err
+	}
+	w.mu.Unlock()
+	for _, u := range w.unsynced {
+		u.derr = err
+		close(u.durable)
+	}
+	w.unsynced = nil
+}
+
+// syncLoop fsyncs written groups in order and marks them durable.
+func (w *Writer) syncLoop() {
+	defer close(w.syncDone)
+	for {
+		w.syncMu.Lock()
+		for len(w.pending) == 0 && !w.syncStop {
+			w.syncCond.Wait()
+		}
+		if len(w.pending) == 0 || w.syncStop {
+			w.syncMu.Unlock()
+			return
+		}
+		gs, f := w.pending, w.syncFile
+		w.pending = nil
+		w.syncing = true
+		w.syncMu.Unlock()
+
+		start := time.Now()
+		err := f.Sync()
+		if err != nil {
+			err = fmt.Errorf("wal: fsync %s: %w", f.Name(), err)
+			w.o.Logger.Error("wal fsync failed; refusing further appends", "err", err)
+			w.mu.Lock()
+			if w.failed == nil {
+				w.failed = err
+			}
+			w.mu.Unlock()
+			for _, g := range gs {
+				g.derr = err
+				close(g.durable)
+			}
+		} else {
+			if w.o.OnSync != nil {
+				w.o.OnSync(time.Since(start))
+			}
+			for _, g := range gs {
+				for _, it := range g.items {
+					w.o.OnDurable(it.owner, it.end)
+				}
+				close(g.durable)
+			}
+		}
+		w.syncMu.Lock()
+		w.syncing = false
+		w.syncCond.Broadcast()
+		w.syncMu.Unlock()
+	}
+}
+
+// drainSyncer waits until the syncer has synced everything handed to it, so
+// the writer may close the file (and later groups stay in log order).
+func (w *Writer) drainSyncer() {
+	w.syncMu.Lock()
+	for (len(w.pending) > 0 || w.syncing) && !w.syncStop {
+		w.syncCond.Wait()
+	}
+	w.syncMu.Unlock()
+}
+
+func (w *Writer) stopSyncer() {
+	w.syncMu.Lock()
+	w.syncStop = true
+	w.syncCond.Broadcast()
+	w.syncMu.Unlock()
+	<-w.syncDone
+}

@@ -1,0 +1,233 @@
+// Package server wires one sluice node together: configuration in, storage
+// backends, metadata, log engine, broker, Kafka listener and the admin HTTP
+// endpoint out, and their orderly start and shutdown. It holds no business
+// logic.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/kafka"
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/embedded"
+	"github.com/sluice-mq/sluice/internal/objstore/localfs"
+)
+
+// Server is a running node.
+type Server struct {
+	cfg      config.Config
+	logger   *slog.Logger
+	md       meta.Store
+	engine   *log.Engine
+	kafka    *kafka.Server
+	ln       net.Listener
+	admin    *http.Server
+	adminLn  net.Listener
+	cancel   context.CancelFunc
+	done     chan error
+	startDur time.Duration
+}
+
+// Start opens storage, recovers, and starts listening. It returns once the
+// node is ready to serve clients.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	md, err := embedded.Open(filepath.Join(cfg.DataDir, "meta.db"))
+	if err != nil {
+		return nil, fmt.Errorf("opening metadata: %w", err)
+	}
+	objs, err := localfs.New(filepath.Join(cfg.DataDir, "objects"))
+	if err != nil {
+		md.Close()
+		return nil, fmt.Errorf("opening object store: %w", err)
+	}
+	clusterID, err := loadClusterID(ctx, md, cfg.ClusterID)
+	if err != nil {
+		md.Close()
+		return nil, err
+	}
+
+	lcfg := log.DefaultConfig(filepath.Join(cfg.DataDir, "wal"))
+	switch cfg.Flush.Mode {
+	case "batch":
+		lcfg.Flush = log.FlushEveryBatch
+	case "messages":
+		lcfg.Flush = log.FlushMessages
+		lcfg.FlushMessages = cfg.Flush.Messages
+	case "interval":
+		lcfg.Flush = log.FlushInterval
+		lcfg.FlushInterval = cfg.Flush.Interval
+	case "os":
+		lcfg.Flush = log.FlushOS
+	}
+	lcfg.WALSegmentBytes = cfg.WALSegmentBytes
+	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
+	lcfg.BrokerDefaults = cfg.TopicDefaults
+	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
+	if err != nil {
+		objs.Close()
+		md.Close()
+		return nil, fmt.Errorf("opening log: %w", err)
+	}
+	rep := engine.Recovery()
+	logger.Info("log recovered", "partitions", rep.Partitions, "wal_segments", rep.WALSegments,
+		"wal_bytes_replayed", rep.WALBytesReplayed, "truncated_bytes", rep.TruncatedBytes,
+		"truncated_files", rep.TruncatedFiles, "duration", rep.Duration)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		engine.Close()
+		objs.Close()
+		md.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	host, port, err := advertised(cfg, ln.Addr())
+	if err != nil {
+		ln.Close()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+	b := broker.New(broker.Config{
+		NodeID:            cfg.NodeID,
+		ClusterID:         clusterID,
+		AdvertisedHost:    host,
+		AdvertisedPort:    port,
+		AutoCreateTopics:  cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions,
+		TopicDefaults:     cfg.TopicDefaults,
+		Static: map[string]string{
+			"socket.request.max.bytes": strconv.Itoa(int(cfg.MaxRequestBytes)),
+			"log.dirs":                 cfg.DataDir,
+		},
+	}, engine, logger.With("component", "broker"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, logger.With("component", "kafka"), reg)
+	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
+
+	if cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("admin_listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.adminLn = aln
+		go s.admin.Serve(aln)
+	}
+	s.startDur = time.Since(began)
+	logger.Info("sluice ready", "kafka", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+		"data_dir", cfg.DataDir, "cluster_id", clusterID, "startup", s.startDur)
+	return s, nil
+}
+
+// Addr is the Kafka listener's address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// AdminAddr is the admin HTTP listener's address, or "".
+func (s *Server) AdminAddr() string {
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
+}
+
+// StartupDuration is how long Start took (recovery included).
+func (s *Server) StartupDuration() time.Duration { return s.startDur }
+
+// Engine exposes the log engine (tests and admin tools).
+func (s *Server) Engine() *log.Engine { return s.engine }
+
+// Close stops serving and flushes everything to disk.
+func (s *Server) Close() error {
+	s.cancel()
+	if s.admin != nil {
+		s.admin.Close()
+	}
+	s.kafka.Close()
+	err := s.engine.Close()
+	if cerr := s.md.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func advertised(cfg config.Config, bound net.Addr) (string, int32, error) {
+	addr := cfg.AdvertisedAddr
+	if addr == "" {
+		h, _, _ := net.SplitHostPort(cfg.Listen)
+		_, p, _ := net.SplitHostPort(bound.String())
+		if h == "" || h == "0.0.0.0" || h == "::" {
+			// A wildcard listener advertises localhost: right for the
+			// single-machine default; set advertised_addr for anything else.
+			h = "localhost"
+		}
+		addr = net.JoinHostPort(h, p)
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("advertised_addr: %w", err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("advertised_addr: bad port %q", p)
+	}
+	return h, int32(n), nil
+}
+
+const clusterIDKey = "/cluster/id"
+
+func loadClusterID(ctx context.Context, md meta.Store, want string) (string, error) {
+	kv, err := md.Get(ctx, clusterIDKey)
+	switch {
+	case err == nil:
+		if want != "" && want != string(kv.Value) {
+			return "", fmt.Errorf("%w: cluster_id: data dir belongs to cluster %q, not %q", config.ErrInvalid, kv.Value, want)
+		}
+		return string(kv.Value), nil
+	case !errors.Is(err, meta.ErrNotFound):
+		return "", fmt.Errorf("reading cluster id: %w", err)
+	}
+	id := want
+	if id == "" {
+		var b [16]byte
+		rand.Read(b[:])
+		id = base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	if err := md.Txn(ctx, []meta.Compare{{Key: clusterIDKey, Version: 0}}, meta.Put(clusterIDKey, []byte(id))); err != nil {
+		return "", fmt.Errorf("storing cluster id: %w", err)
+	}
+	return id, nil
+}
