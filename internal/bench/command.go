@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -10,6 +13,7 @@ import (
 func Command() *cobra.Command {
 	cfg := DefaultConfig()
 	var verbose bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Produce and consume a fixed workload and report throughput and latency",
@@ -36,6 +40,17 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 				level = slog.LevelInfo
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			res, err := Run(cmd.Context(), cfg, logger)
 			if res != nil {
 				var werr error
@@ -75,6 +90,7 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	f.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the result as JSON")
 	f.StringVar(&cfg.DiskBWDir, "disk-bw", cfg.DiskBWDir, "also measure direct-write bandwidth of the disk holding this directory")
 	f.Int64Var(&cfg.DiskBWBytes, "disk-bw-size", cfg.DiskBWBytes, "bytes to write per --disk-bw mode")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load driver to this file")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress to stderr")
 	return cmd
 }

@@ -136,6 +136,7 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 // produceLoop is one producer: n records, paced if pc is set, then Flush.
 func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uint64, n int64,
 	pc *pacer, lat, intended *Histogram, tally *produceTally) {
+	clk := newClock()
 	for i := range uint64(n) {
 		var due time.Time
 		if pc != nil {
@@ -147,24 +148,27 @@ func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uin
 		if ctx.Err() != nil {
 			break
 		}
-		r := &kgo.Record{Value: pool.value(first + i)}
-		sent := time.Now()
-		if pc == nil || sent.Before(due) {
+		sent := nanotime()
+		r := &kgo.Record{Value: pool.value(first + i), Timestamp: clk.at(sent)}
+		dueNs := sent
+		if pc != nil && due.After(clk.at(sent)) {
 			// A record the pacer let out a little early counts from when
 			// it was sent, so intended latency is never below actual.
-			due = sent
+			dueNs = sent
+		} else if pc != nil {
+			dueNs = sent - int64(clk.at(sent).Sub(due))
 		}
 		// Produce blocks while the client's buffer is full; that wait is
 		// part of the latency a caller sees, so the clock starts before it.
 		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			now := time.Now()
+			now := nanotime()
 			if err != nil {
 				tally.fail(err)
 				return
 			}
-			lat.Record(now.Sub(sent))
+			lat.Record(time.Duration(now - sent))
 			if intended != nil {
-				intended.Record(now.Sub(due))
+				intended.Record(time.Duration(now - dueNs))
 			}
 			tally.ok.Add(1)
 			tally.bytes.Add(int64(len(r.Value)))

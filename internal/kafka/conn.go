@@ -125,19 +125,16 @@ func (c *conn) serve(ctx context.Context) {
 		c.wg.Wait()
 	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var buf []byte
 	for {
-		frame, err := readFrame(br, c.srv.cfg.MaxRequestBytes, buf)
+		// Each frame gets its own buffer: kmsg's ReadFrom keeps sub-slices
+		// (record batches) of its input, and handlers may still hold them
+		// while the next request is read, so reuse would need a copy.
+		frame, err := readFrame(br, c.srv.cfg.MaxRequestBytes, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.logger.Debug("closing connection", "err", err)
 			}
 			return
-		}
-		// Large frames are not kept around as the next read buffer: a single
-		// 100 MB request should not pin 100 MB per idle connection.
-		if cap(frame) <= 1<<20 {
-			buf = frame
 		}
 		p, err := c.dispatch(ctx, frame)
 		if err != nil {
@@ -154,8 +151,6 @@ func (c *conn) serve(ctx context.Context) {
 }
 
 // dispatch decodes one request and runs the ordered part of its handler.
-// The frame buffer is reused after dispatch returns, so requests are decoded
-// with copying reads (ReadFrom, not UnsafeReadFrom).
 func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 	hdr, req, body, err := parseHeader(frame)
 	if err != nil {
@@ -176,11 +171,7 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 		}
 		return pending{}, fmt.Errorf("%w: %s v%d (supported %d-%d)", ErrUnsupportedVers, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, api.min, api.max)
 	}
-	// Copy the body: the frame buffer is reused for the next request, and
-	// kmsg's ReadFrom keeps sub-slices (record batches) of its input.
-	own := make([]byte, len(body))
-	copy(own, body)
-	if err := req.ReadFrom(own); err != nil {
+	if err := req.ReadFrom(body); err != nil {
 		return pending{}, fmt.Errorf("%w: decoding %s v%d: %v", ErrFrameInvalid, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
 	}
 	c.srv.metrics.requests.WithLabelValues(kmsg.NameForKey(hdr.APIKey)).Inc()
