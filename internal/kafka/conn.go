@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -94,6 +95,7 @@ func skipTags(rd *kbin.Reader) {
 // pending is a dispatched request awaiting its response.
 type pending struct {
 	hdr                   RequestHeader
+	start                 time.Time
 	complete              func() kmsg.Response // nil means no response (acks=0 produce)
 	apiVersionsV0Fallback bool
 }
@@ -176,8 +178,9 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 	}
 	c.srv.metrics.requests.WithLabelValues(kmsg.NameForKey(hdr.APIKey)).Inc()
 	rc := &reqCtx{ctx: ctx, hdr: hdr, conn: c}
+	start := time.Now()
 	complete := api.handle(rc, req)
-	return pending{hdr: hdr, complete: complete}, nil
+	return pending{hdr: hdr, start: start, complete: complete}, nil
 }
 
 // writeLoop completes pending requests in order and writes their responses.
@@ -190,6 +193,9 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		resp := p.complete()
+		if !p.start.IsZero() {
+			c.srv.metrics.duration.WithLabelValues(kmsg.NameForKey(p.hdr.APIKey)).Observe(time.Since(p.start).Seconds())
+		}
 		if resp == nil {
 			continue
 		}

@@ -46,6 +46,7 @@ func done(r kmsg.Response) func() kmsg.Response { return func() kmsg.Response { 
 
 type metrics struct {
 	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
 	connections prometheus.Gauge
 	badRequests prometheus.Counter
 }
@@ -71,6 +72,11 @@ func NewServer(cfg Config, b *broker.Broker, logger *slog.Logger, reg prometheus
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "requests_total", Help: "Kafka requests by API.",
 		}, []string{"api"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "kafka", Name: "request_duration_seconds",
+			Help:    "Time from a request being read to its response being ready, by API.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}, []string{"api"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "connections", Help: "Open client connections.",
 		}),
@@ -79,7 +85,7 @@ func NewServer(cfg Config, b *broker.Broker, logger *slog.Logger, reg prometheus
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.metrics.requests, s.metrics.connections, s.metrics.badRequests)
+		reg.MustRegister(s.metrics.requests, s.metrics.duration, s.metrics.connections, s.metrics.badRequests)
 	}
 	for _, reg := range registrations {
 		reg(s)
