@@ -12,11 +12,16 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
-// Produce v3-v10. v3 is the KIP-896 floor (record batch v2 only); v9+ is
-// flexible; v10 adds the KIP-951 leader hints, which a single leader never
-// needs to send. v11+ (KIP-890 implicit transaction membership) comes with
-// transactions.
-func init() { register(kmsg.Produce, 3, 10, handleProduce) }
+// Produce v0-v10. v9+ is flexible; v10 adds the KIP-951 leader hints,
+// which a single leader never needs to send. v11+ (KIP-890 implicit
+// transaction membership) comes with transactions.
+//
+// v0-v2 are advertised although Kafka 4 dropped them (KIP-896), because
+// librdkafka before 2.10 only enables gzip, snappy and lz4 when the broker
+// lists Produce v0. Those versions are served in full for record batches
+// (magic 2); older message formats (magic 0/1) are refused with
+// UNSUPPORTED_FOR_MESSAGE_FORMAT, as Kafka 4 refuses them.
+func init() { register(kmsg.Produce, 0, 10, handleProduce) }
 
 type produceWork struct {
 	topic, part int // indexes into the response

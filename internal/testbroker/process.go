@@ -1,0 +1,293 @@
+package testbroker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// BuildBinary builds ./cmd/sluice once per test binary and returns its path.
+// The binary lives in a temporary directory that Main removes.
+func BuildBinary(t testing.TB) string {
+	t.Helper()
+	build.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			build.err = err
+			return
+		}
+		// Neither the directory nor the binary is named "sluice": on a
+		// shared development machine, someone's `pkill sluice` must not
+		// take down a test's broker.
+		dir, err := os.MkdirTemp("", "testbroker-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.dir = dir
+		bin := filepath.Join(dir, "broker-under-test")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			build.err = fmt.Errorf("go build ./cmd/sluice: %v\n%s", err, out)
+			return
+		}
+		build.bin = bin
+	})
+	if build.err != nil {
+		t.Fatalf("testbroker: building the broker: %v", build.err)
+	}
+	return build.bin
+}
+
+// Main runs the tests and removes the binary BuildBinary made. Use it from
+// TestMain: func TestMain(m *testing.M) { os.Exit(testbroker.Main(m)) }.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	return code
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the sluice module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Proc is a broker running as a child process.
+type Proc struct {
+	t         testing.TB
+	bin       string
+	args      []string
+	dataDir   string
+	readyFile string
+	logPath   string
+	logFile   *os.File
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	waitErr   error
+	addr      string
+	starts    int
+}
+
+// StartTimeout bounds how long a process may take to write its ready file
+// (recovery included).
+var StartTimeout = 2 * time.Minute
+
+// StartProcess runs `bin serve --listen 127.0.0.1:0 --data-dir D --ready-file F
+// args...` and waits until the ready file names the bound address. The
+// process is stopped (SIGTERM, then SIGKILL) by t.Cleanup; its stderr and
+// stdout go to a file whose tail is printed if the test fails.
+func StartProcess(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &Proc{
+		t:         t,
+		bin:       bin,
+		args:      args,
+		dataDir:   filepath.Join(dir, "data"),
+		readyFile: filepath.Join(dir, "ready"),
+		logPath:   filepath.Join(dir, "broker.log"),
+	}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatalf("testbroker: creating log file: %v", err)
+	}
+	p.logFile = f
+	t.Cleanup(func() {
+		if p.running() {
+			p.stop(10 * time.Second)
+		}
+		f.Close()
+		if t.Failed() {
+			dumpLog(t, "broker process", p.logPath)
+		}
+	})
+	p.start()
+	return p
+}
+
+// Addr is the address the running process is listening on.
+func (p *Proc) Addr() string { return p.addr }
+
+// DataDir is the process's data directory, kept across restarts.
+func (p *Proc) DataDir() string { return p.dataDir }
+
+// Pid is the running process's id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+func (p *Proc) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *Proc) start() {
+	p.t.Helper()
+	p.starts++
+	if err := os.Remove(p.readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.t.Fatalf("testbroker: removing ready file: %v", err)
+	}
+	args := append([]string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--data-dir", p.dataDir,
+		"--ready-file", p.readyFile,
+	}, p.args...)
+	fmt.Fprintf(p.logFile, "=== testbroker: start #%d: %s %s\n", p.starts, p.bin, strings.Join(args, " "))
+	cmd := exec.Command(p.bin, args...)
+	cmd.Stdout = p.logFile
+	cmd.Stderr = p.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("testbroker: starting %s: %v", p.bin, err)
+	}
+	p.cmd = cmd
+	p.exited = make(chan struct{})
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		b, err := os.ReadFile(p.readyFile)
+		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			p.addr = strings.TrimSpace(string(b))
+			fmt.Fprintf(p.logFile, "=== testbroker: ready at %s (pid %d)\n", p.addr, cmd.Process.Pid)
+			return
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("testbroker: broker exited before it was ready: %v\n%s", p.waitErr, tail(p.logPath, 4096))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.cmd.Process.Kill()
+			<-p.exited
+			p.t.Fatalf("testbroker: broker not ready after %v\n%s", StartTimeout, tail(p.logPath, 4096))
+		}
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
+	p.t.Helper()
+	if !p.running() {
+		p.t.Fatalf("testbroker: Kill: broker is not running (exit: %v)", p.waitErr)
+	}
+	fmt.Fprintf(p.logFile, "=== testbroker: SIGKILL pid %d\n", p.cmd.Process.Pid)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatalf("testbroker: SIGKILL: %v", err)
+	}
+	<-p.exited
+}
+
+// Stop sends SIGTERM and waits for a graceful exit. A non-zero exit, or no
+// exit within a minute, fails the test.
+func (p *Proc) Stop() {
+	p.t.Helper()
+	if !p.running() {
+		p.t.Fatalf("testbroker: Stop: broker is not running (exit: %v)", p.waitErr)
+	}
+	p.stop(time.Minute)
+}
+
+func (p *Proc) stop(grace time.Duration) {
+	p.t.Helper()
+	fmt.Fprintf(p.logFile, "=== testbroker: SIGTERM pid %d\n", p.cmd.Process.Pid)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			p.t.Errorf("testbroker: broker exited uncleanly after SIGTERM: %v", p.waitErr)
+		}
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.exited
+		p.t.Errorf("testbroker: broker did not exit within %v of SIGTERM; killed", grace)
+	}
+}
+
+// Restart starts the broker again on the same data directory and flags,
+// after Kill or Stop (or stops it gracefully first if it is running). The
+// new address is read from the ready file.
+func (p *Proc) Restart() {
+	p.t.Helper()
+	if p.running() {
+		p.Stop()
+	}
+	p.start()
+}
+
+// Exited reports whether the process has exited and, if so, how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.exited:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// dumpLogBytes bounds what a failing test prints of a broker log.
+const dumpLogBytes = 32 << 10
+
+func dumpLog(t testing.TB, what, path string) {
+	t.Logf("---- %s log (%s), last %d bytes ----\n%s\n---- end of broker log ----", what, path, dumpLogBytes, tail(path, dumpLogBytes))
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	off := st.Size() - n
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return err.Error()
+	}
+	if off > 0 {
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	return string(buf)
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the external Kafka clients the integration tests drive:
+#   kcat                     librdkafka's command-line client
+#   python3-confluent-kafka  confluent-kafka-python (librdkafka)
+#   python3-kafka            kafka-python
+#   python3-snappy python3-lz4 python3-zstandard
+#                            kafka-python's snappy, lz4 and zstd codecs
+# Idempotent and quiet when everything is present. Installs only as root
+# (apt-get); otherwise it names what is missing and exits non-zero.
+set -euo pipefail
+
+packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-test-deps: missing ${missing[*]}; run this script as root (or set SLUICE_SKIP_MISSING_TOOLS=1 to skip those tests)" >&2
+	exit 1
+fi
+echo "install-test-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
