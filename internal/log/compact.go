@@ -52,7 +52,7 @@ func (p *Partition) compact(ctx context.Context) error {
 
 	datas := make([][]byte, len(exts))
 	for i, x := range exts {
-		d, err := e.cache.read(ctx, e.store, x.obj, x.Pos, int(x.Size))
+		d, err := e.extentData(ctx, x)
 		if err != nil {
 			return err
 		}

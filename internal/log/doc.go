@@ -22,7 +22,8 @@
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
 // partition.go (append, HW, waits), read.go (reads, object access, cache),
-// roll.go (WAL -> objects), recover.go (startup), retention.go (retention,
+// roll.go (WAL -> objects: adopt the file on a local store, else build),
+// recover.go (startup), retention.go (retention,
 // DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
 // lookups), metastate.go (meta keys and records), metrics.go.
 package log

@@ -44,6 +44,16 @@ type Config struct {
 	// WAL segment gets an object of its own; smaller ones are packed
 	// together (default 4 MiB).
 	PackedObjectBytes int64
+	// CopyRoll builds per-partition objects from closed WAL segments even
+	// when the object store can adopt the files themselves
+	// (objstore.Linker); by default a local store adopts them, so every
+	// byte is written once.
+	CopyRoll bool
+	// MaxPendingSegments bounds the closed WAL segments waiting to be
+	// rolled: beyond it the WAL writer waits for the roller, so appends
+	// are slowed rather than the backlog (memory, replay time) growing
+	// without bound (default 4).
+	MaxPendingSegments int
 }
 
 // DefaultConfig returns the defaults with WAL files in dir.
@@ -59,6 +69,7 @@ func DefaultConfig(dir string) Config {
 		TailBytesTotal:         256 << 20,
 		BlockCacheBytes:        64 << 20,
 		PackedObjectBytes:      4 << 20,
+		MaxPendingSegments:     4,
 	}
 }
 
@@ -105,6 +116,9 @@ func (c *Config) fill() {
 	if c.PackedObjectBytes == 0 {
 		c.PackedObjectBytes = d.PackedObjectBytes
 	}
+	if c.MaxPendingSegments <= 0 {
+		c.MaxPendingSegments = d.MaxPendingSegments
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -137,6 +151,7 @@ type Engine struct {
 	toRemove   []string  // meta record gone; delete from storage next GC pass
 	rollQueue  []uint64
 	rollKick   chan struct{}
+	rollDone   chan struct{} // closed and replaced each time a segment is rolled
 	rolledUpTo atomic.Uint64 // highest WAL seq rolled (for tests and forceRoll)
 
 	tailBytes atomic.Int64 // owned rolled tail bytes across partitions
@@ -166,7 +181,7 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
-		rollKick: make(chan struct{}, 1)}
+		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{})}
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()

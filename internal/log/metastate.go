@@ -81,7 +81,10 @@ func parsePStateKey(k string) (id [16]byte, partition int32, ok bool) {
 // objectRecord is what meta knows about one data object: enough to serve
 // reads without opening its footer (only sparse indexes are read lazily).
 //
-//	version:u8(1) gen:u64 walSeq:u64 size:u64 count:u32 extent*count (segment.AppendExtent)
+//	version:u8 gen:u64 walSeq:u64 size:u64 count:u32 extent*count (segment.AppendExtent)
+//
+// version 1 is a built object (segment.Version); version 2 an adopted WAL
+// segment (segment.VersionWAL: interleaved extents, dense index).
 //
 // gen orders objects: on overlap the newer object's extent wins (that is how
 // a compacted extent replaces the ones it was built from). walSeq is the WAL
@@ -91,11 +94,16 @@ type objectRecord struct {
 	WALSeq  uint64
 	Size    int64
 	Extents []segment.Extent
+	WAL     bool // adopted WAL segment (record version 2)
 }
 
 func encodeObject(r *objectRecord) []byte {
 	b := make([]byte, 0, 29+len(r.Extents)*segment.ExtentSize)
-	b = append(b, 1)
+	if r.WAL {
+		b = append(b, 2)
+	} else {
+		b = append(b, 1)
+	}
 	b = binary.BigEndian.AppendUint64(b, r.Gen)
 	b = binary.BigEndian.AppendUint64(b, r.WALSeq)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Size))
@@ -109,11 +117,11 @@ func encodeObject(r *objectRecord) []byte {
 var errBadObjectRecord = errors.New("log: malformed object record")
 
 func decodeObject(b []byte) (*objectRecord, error) {
-	if len(b) < 29 || b[0] != 1 {
+	if len(b) < 29 || b[0] != 1 && b[0] != 2 {
 		return nil, errBadObjectRecord
 	}
 	r := &objectRecord{Gen: binary.BigEndian.Uint64(b[1:]), WALSeq: binary.BigEndian.Uint64(b[9:]),
-		Size: int64(binary.BigEndian.Uint64(b[17:]))}
+		Size: int64(binary.BigEndian.Uint64(b[17:])), WAL: b[0] == 2}
 	n := int(binary.BigEndian.Uint32(b[25:]))
 	if len(b)-29 != n*segment.ExtentSize || r.Size < 0 {
 		return nil, errBadObjectRecord

@@ -11,6 +11,8 @@ type metrics struct {
 	fsyncs        prometheus.Counter
 	fsyncSeconds  prometheus.Histogram
 	rolls         prometheus.Counter
+	rollPending   prometheus.Gauge
+	rollStalls    prometheus.Counter
 	objects       prometheus.Gauge
 	objectBytes   prometheus.Counter
 	objectsFreed  prometheus.Counter
@@ -35,7 +37,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
 			Name: "wal_fsync_seconds", Help: "WAL fsync latency.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
-		rolls:        c("wal_rolls_total", "WAL segments rolled into objects."),
+		rolls: c("wal_rolls_total", "WAL segments rolled into objects."),
+		rollPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "wal_segments_pending", Help: "Closed WAL segments not yet rolled into objects."}),
+		rollStalls:   c("wal_roll_stalls_total", "Times the WAL writer waited for the roller (too many segments pending)."),
 		objects:      prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: "objects", Help: "Live data objects."}),
 		objectBytes:  c("object_bytes_written_total", "Bytes written to data objects."),
 		objectsFreed: c("objects_deleted_total", "Data objects deleted (retention, compaction, topic deletion)."),
@@ -45,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
-			m.fsyncSeconds, m.rolls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses)
+			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses)
 	}
 	return m
 }

@@ -21,7 +21,8 @@ type object struct {
 	gen    uint64
 	walSeq uint64
 	size   int64
-	live   int // extents still referenced by a partition; guarded by Engine.objMu
+	wal    bool // adopted WAL segment: interleaved extents, dense index
+	live   int  // extents still referenced by a partition; guarded by Engine.objMu
 }
 
 // extent is one partition's run of batches inside an object.
@@ -182,6 +183,9 @@ func (e *Engine) batchHeader(ctx context.Context, x *extent, rel int64) (base, l
 }
 
 func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+	if x.obj.wal {
+		return e.readWALExtent(ctx, x, offset, maxBytes, minOne)
+	}
 	rel, err := e.seekExtent(ctx, x, offset)
 	if err != nil {
 		return nil, false, err
@@ -215,6 +219,101 @@ func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxByt
 	}
 	data, err := e.cache.read(ctx, e.store, x.obj, x.Pos+start, int(end-start))
 	return data, true, err
+}
+
+// walBatch reads the header of batch j of an extent of an adopted WAL
+// segment (found through the dense index only) and returns its absolute
+// position, last offset, max timestamp and size.
+func (e *Engine) walBatch(ctx context.Context, x *extent, idx []segment.IndexEntry, j int) (pos, last, maxTS, size int64, err error) {
+	pos = x.Pos + int64(idx[j].RelPos)
+	if pos+batch.HeaderSize > x.obj.size {
+		return 0, 0, 0, 0, fmt.Errorf("%w: batch header past object end in %s", ErrCorruptMessage, x.obj.key)
+	}
+	h, err := e.cache.read(ctx, e.store, x.obj, pos, batch.HeaderSize)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	base := int64(binary.BigEndian.Uint64(h[0:]))
+	size = batch.LogOverhead + int64(int32(binary.BigEndian.Uint32(h[8:])))
+	last = base + int64(int32(binary.BigEndian.Uint32(h[batch.OffLastOffsetDelta:])))
+	if base != idx[j].Offset || size < batch.HeaderSize || pos+size > x.obj.size {
+		return 0, 0, 0, 0, fmt.Errorf("%w: index and batch disagree in %s", ErrCorruptMessage, x.obj.key)
+	}
+	return pos, last, batch.MaxTimestamp(h), size, nil
+}
+
+// readWALExtent is readExtent for an adopted WAL segment: it gathers the
+// partition's batches, which sit between other entries, into one buffer
+// (one batch is returned without a copy).
+func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+	idx, err := e.loadIndex(ctx, x)
+	if err != nil {
+		return nil, false, err
+	}
+	j := sort.Search(len(idx), func(j int) bool { return idx[j].Offset > offset }) - 1
+	j = max(j, 0)
+	type span struct{ pos, size int64 }
+	var spans []span
+	total := int64(0)
+	for ; j < len(idx); j++ {
+		pos, last, _, size, err := e.walBatch(ctx, x, idx, j)
+		if err != nil {
+			return nil, false, err
+		}
+		if last < offset && len(spans) == 0 {
+			continue
+		}
+		if total+size > int64(maxBytes) && !(len(spans) == 0 && minOne) {
+			break
+		}
+		spans = append(spans, span{pos, size})
+		total += size
+	}
+	switch {
+	case j == len(idx) && len(spans) == 0:
+		return nil, false, nil
+	case len(spans) == 0:
+		return nil, true, nil
+	case len(spans) == 1:
+		data, err := e.cache.read(ctx, e.store, x.obj, spans[0].pos, int(spans[0].size))
+		return data, true, err
+	}
+	out := make([]byte, 0, total)
+	for _, sp := range spans {
+		d, err := e.cache.read(ctx, e.store, x.obj, sp.pos, int(sp.size))
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, d...)
+	}
+	return out, true, nil
+}
+
+// extentData returns all of x's batches, back to back.
+func (e *Engine) extentData(ctx context.Context, x *extent) ([]byte, error) {
+	if !x.obj.wal {
+		return e.cache.read(ctx, e.store, x.obj, x.Pos, int(x.Size))
+	}
+	idx, err := e.loadIndex(ctx, x)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, x.Size)
+	for j := range idx {
+		pos, _, _, size, err := e.walBatch(ctx, x, idx, j)
+		if err != nil {
+			return nil, err
+		}
+		d, err := e.cache.read(ctx, e.store, x.obj, pos, int(size))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d...)
+	}
+	if int64(len(out)) != x.Size {
+		return nil, fmt.Errorf("%w: extent of %s holds %d bytes, record says %d", ErrCorruptMessage, x.obj.key, len(out), x.Size)
+	}
+	return out, nil
 }
 
 // blockCache caches fixed-size blocks of objects. Objects are immutable, so

@@ -169,7 +169,7 @@ func (e *Engine) loadObjects(ctx context.Context, marker uint64, stale *[]meta.O
 			known[key] = false
 			continue
 		}
-		o := &object{key: key, gen: rec.Gen, walSeq: rec.WALSeq, size: rec.Size}
+		o := &object{key: key, gen: rec.Gen, walSeq: rec.WALSeq, size: rec.Size, wal: rec.WAL}
 		e.objects[key] = o
 		e.m.objects.Inc()
 		for _, x := range rec.Extents {

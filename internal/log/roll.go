@@ -4,30 +4,55 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/segment"
 	"github.com/sluice-mq/sluice/internal/log/wal"
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
 // maxExtentsPerObject keeps an object's meta record under ~1 MiB (etcd's
 // default request limit is 1.5 MiB).
 const maxExtentsPerObject = 8192
 
-// enqueueRoll is the WAL writer's OnRoll hook; it must not block.
+// enqueueRoll is the WAL writer's OnRoll hook. It is the WAL's
+// backpressure: while more than MaxPendingSegments closed segments wait for
+// the roller it blocks the writer (so appends wait), which bounds the
+// unrolled data held in memory and replayed at restart.
 func (e *Engine) enqueueRoll(seq uint64) {
 	e.objMu.Lock()
 	e.rollQueue = append(e.rollQueue, seq)
+	n := len(e.rollQueue)
 	e.objMu.Unlock()
+	e.m.rollPending.Set(float64(n))
 	select {
 	case e.rollKick <- struct{}{}:
 	default:
+	}
+	if n <= e.cfg.MaxPendingSegments {
+		return
+	}
+	e.m.rollStalls.Inc()
+	for {
+		e.objMu.Lock()
+		n, ch := len(e.rollQueue), e.rollDone
+		e.objMu.Unlock()
+		if n <= e.cfg.MaxPendingSegments {
+			return
+		}
+		select {
+		case <-ch:
+		case <-e.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -68,7 +93,11 @@ func (e *Engine) rollLoop() {
 		}
 		e.objMu.Lock()
 		e.rollQueue = e.rollQueue[1:]
+		n := len(e.rollQueue)
+		close(e.rollDone)
+		e.rollDone = make(chan struct{})
 		e.objMu.Unlock()
+		e.m.rollPending.Set(float64(n))
 		e.rolledUpTo.Store(seq)
 	}
 }
@@ -90,6 +119,12 @@ type run struct {
 // the marker and is deleted without replay.
 func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 	path := filepath.Join(e.cfg.Dir, wal.SegmentName(seq))
+	if lk, ok := e.store.(objstore.Linker); ok && !e.cfg.CopyRoll {
+		adopted, err := e.adoptSegment(ctx, seq, path, lk)
+		if adopted || err != nil {
+			return err
+		}
+	}
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return err
@@ -213,6 +248,155 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 	}
 	e.m.rolls.Inc()
 	return nil
+}
+
+// adoptSegment rolls WAL segment seq by making the file itself a data
+// object, so a local disk writes every byte once: it appends a seal entry
+// and an object footer (a dense index of every partition's batches) to the
+// file, links it into the store, and registers it with the rolled marker in
+// one Txn, as rollSegment does with built objects. It returns false (and no
+// error) when the segment is not adoptable; the caller then builds objects.
+//
+// Crash safety is rollSegment's: before the Txn the segment is above the
+// marker and is replayed (a seal just ends its entries; a linked but
+// unregistered object is an orphan deleted at Open); after it the WAL name
+// is removed without replay and the object keeps the data.
+func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk objstore.Linker) (bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	size := fi.Size()
+	// Index positions are u32 relative to an extent's first batch.
+	if size <= int64(len(wal.Magic)) || size > math.MaxUint32-(64<<20) {
+		return false, nil
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return false, nil
+	}
+	exts, idx, end, truncated := e.planAdoption(data)
+	syscall.Munmap(data)
+	if exts == nil || len(exts) > maxExtentsPerObject {
+		return false, nil // nothing live, or too many partitions for one record
+	}
+	if truncated > 0 {
+		e.log.Warn("WAL segment has an invalid tail at roll time; adopting its valid prefix",
+			"segment", seq, "bytes", truncated)
+	}
+	footer := wal.AppendSeal(make([]byte, 0, 64<<10), seq)
+	footer = segment.AppendFooter(footer, end, exts, idx, segment.VersionWAL)
+	if _, err := f.WriteAt(footer, end); err != nil {
+		return false, fmt.Errorf("seal WAL segment %d: %w", seq, err)
+	}
+	objSize := end + int64(len(footer))
+	if objSize < size {
+		if err := f.Truncate(objSize); err != nil {
+			return false, fmt.Errorf("seal WAL segment %d: %w", seq, err)
+		}
+	}
+	key, gen, err := e.nextObjectKey(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := lk.PutFile(ctx, key, path); err != nil { // fsyncs the file
+		return false, fmt.Errorf("adopt WAL segment %d as %s: %w", seq, key, err)
+	}
+	e.m.objectBytes.Add(float64(len(footer))) // the data itself was counted by the WAL
+	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, Extents: exts, WAL: true}
+	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec)),
+		meta.Put(keyRolled, []byte(strconv.FormatUint(seq, 10)))); err != nil {
+		return false, fmt.Errorf("register objects: %w", err)
+	}
+	o := &object{key: key, gen: gen, walSeq: seq, size: objSize, wal: true}
+	xs := make([]*extent, len(exts))
+	for j := range xs {
+		xs[j] = &extent{Extent: exts[j], obj: o}
+	}
+	e.addObject(o, len(xs))
+	for j, x := range xs {
+		p := e.partitionByID(x.TopicID, x.Partition)
+		if p == nil {
+			e.releaseExtents(xs[j : j+1])
+			continue
+		}
+		p.markRolled(xs[j:j+1], x.Last)
+	}
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		e.log.Warn("removing adopted WAL segment name", "segment", seq, "err", err)
+	}
+	e.m.rolls.Inc()
+	return true, nil
+}
+
+// planAdoption scans a WAL segment and returns one extent per live
+// partition (sorted by topic ID and partition) with its dense index, and
+// where the valid entries end.
+func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexEntry, int64, int64) {
+	s := wal.ScanHeaders(data)
+	type acc struct {
+		i    int // into exts, -1 for a deleted topic
+		next int64
+	}
+	byKey := map[[20]byte]*acc{}
+	var exts []segment.Extent
+	var idx [][]segment.IndexEntry
+	for _, ent := range s.Entries {
+		var k [20]byte
+		copy(k[:16], ent.TopicID[:])
+		k[16], k[17], k[18], k[19] = byte(ent.Partition>>24), byte(ent.Partition>>16), byte(ent.Partition>>8), byte(ent.Partition)
+		a := byKey[k]
+		bt := ent.Batch
+		base, last, maxTS := batch.BaseOffset(bt), batch.LastOffset(bt), batch.MaxTimestamp(bt)
+		if a == nil {
+			a = &acc{i: -1}
+			byKey[k] = a
+			if e.partitionByID(ent.TopicID, ent.Partition) != nil {
+				a.i = len(exts)
+				exts = append(exts, segment.Extent{TopicID: ent.TopicID, Partition: ent.Partition,
+					Base: base, Last: base - 1, Pos: ent.Pos, MaxTS: math.MinInt64, MaxTSOffset: -1})
+				idx = append(idx, nil)
+			}
+		}
+		if a.i < 0 {
+			continue
+		}
+		x := &exts[a.i]
+		idx[a.i] = append(idx[a.i], segment.IndexEntry{Offset: base, RelPos: uint32(ent.Pos - x.Pos), SpanMaxTS: maxTS})
+		x.Size += int64(len(bt))
+		x.Last = max(x.Last, last)
+		if maxTS > x.MaxTS {
+			x.MaxTS, x.MaxTSOffset = maxTS, base
+		}
+	}
+	if len(exts) == 0 {
+		return nil, nil, 0, 0
+	}
+	order := make([]int, len(exts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		x, y := &exts[order[a]], &exts[order[b]]
+		if c := bytes.Compare(x.TopicID[:], y.TopicID[:]); c != 0 {
+			return c < 0
+		}
+		return x.Partition < y.Partition
+	})
+	sx := make([]segment.Extent, len(exts))
+	si := make([][]segment.IndexEntry, len(exts))
+	for i, o := range order {
+		sx[i], si[i] = exts[o], idx[o]
+	}
+	return sx, si, int64(len(s.Data)), s.Truncated
 }
 
 func (e *Engine) addObject(o *object, live int) {

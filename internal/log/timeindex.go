@@ -58,6 +58,9 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, in
 // timestampInExtent finds the first record with timestamp >= ts and offset
 // >= minOff inside x, or -1.
 func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff int64) (int64, int64, error) {
+	if x.obj.wal {
+		return e.timestampInWALExtent(ctx, x, ts, minOff)
+	}
 	rel, end := int64(0), x.Size
 	if x.Size > smallExtent && x.IndexCount > 1 {
 		idx, err := e.loadIndex(ctx, x)
@@ -92,6 +95,36 @@ func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff in
 			}
 		}
 		rel += size
+	}
+	return -1, -1, nil
+}
+
+// timestampInWALExtent is timestampInExtent for an adopted WAL segment,
+// whose dense index holds every batch's max timestamp.
+func (e *Engine) timestampInWALExtent(ctx context.Context, x *extent, ts, minOff int64) (int64, int64, error) {
+	idx, err := e.loadIndex(ctx, x)
+	if err != nil {
+		return -1, -1, err
+	}
+	j := max(sort.Search(len(idx), func(j int) bool { return idx[j].Offset > minOff })-1, 0)
+	for ; j < len(idx); j++ {
+		if idx[j].SpanMaxTS < ts {
+			continue
+		}
+		pos, last, _, size, err := e.walBatch(ctx, x, idx, j)
+		if err != nil {
+			return -1, -1, err
+		}
+		if last < minOff {
+			continue
+		}
+		data, err := e.cache.read(ctx, e.store, x.obj, pos, int(size))
+		if err != nil {
+			return -1, -1, err
+		}
+		if off, rts := firstRecordAtOrAfter(data, ts, minOff); off >= 0 {
+			return off, rts, nil
+		}
 	}
 	return -1, -1, nil
 }

@@ -42,7 +42,7 @@ func isInternal(name string) bool {
 
 func (e *Engine) newTopic(name string, id [16]byte, overrides map[string]string) *topic {
 	t := &topic{name: name, id: id, internal: isInternal(name), overrides: overrides}
-	cfg := topicconfig.Parse(e.cfg.BrokerDefaults, overrides)
+	cfg := topicconfig.Parse(e.brokerDefaults(), overrides)
 	t.cfg.Store(&cfg)
 	empty := []*Partition{}
 	t.parts.Store(&empty)
@@ -220,7 +220,7 @@ func (e *Engine) AlterTopicConfigs(ctx context.Context, name string, set map[str
 	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), next))); err != nil {
 		return fmt.Errorf("%w: alter configs: %v", ErrStorage, err)
 	}
-	cfg := topicconfig.Parse(e.cfg.BrokerDefaults, next)
+	cfg := topicconfig.Parse(e.brokerDefaults(), next)
 	e.mu.Lock()
 	t.overrides = next
 	t.cfg.Store(&cfg)

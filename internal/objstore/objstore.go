@@ -45,3 +45,16 @@ type Storage interface {
 	// Close releases resources (open file handles, connections).
 	Close() error
 }
+
+// Linker is an optional capability of a Storage that can take a local file
+// as an object without copying its bytes (localfs: a hard link into the
+// store). The log engine uses it to adopt closed WAL segments as data
+// objects, so a local disk writes every byte once. Stores without it (S3)
+// get objects through Put.
+type Linker interface {
+	// PutFile stores the contents of the file at path under key with the
+	// guarantees of Put (durable when it returns nil; atomic replace).
+	// The object may share the file's storage: the caller must never
+	// modify the file afterwards, though it may remove its own name for it.
+	PutFile(ctx context.Context, key, path string) error
+}

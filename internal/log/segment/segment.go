@@ -36,7 +36,13 @@ import (
 var Magic = [8]byte{'S', 'L', 'O', 'B', 'J', 0, 0, 1}
 
 const (
-	Version     = 1
+	Version = 1
+	// VersionWAL marks an adopted WAL segment: the object's data is the
+	// WAL file itself (magic, entries, seal), so an extent's batches are
+	// interleaved with other partitions' entries. Its index is dense (one
+	// entry per batch) and is the only way to find the batches; Size is
+	// the sum of the extent's batch sizes, not a byte range.
+	VersionWAL  = 2
 	EntrySize   = 20
 	ExtentSize  = 80
 	TrailerSize = 24
@@ -154,12 +160,29 @@ func (b *Builder) EndExtent(last int64) {
 // Finish appends the footer and returns the object and its extents (with
 // absolute index positions).
 func (b *Builder) Finish() ([]byte, []Extent) {
-	footerStart := len(b.data)
-	out := b.data
+	out := b.appendFooter(b.data, 0, Version)
+	b.data = nil
+	return out, b.extents
+}
+
+// AppendFooter appends to dst the footer of an object whose data ends where
+// the footer starts, at base+len(dst): idx[i] holds extent i's index
+// entries. It sets every extent's IndexPos and IndexCount.
+func AppendFooter(dst []byte, base int64, exts []Extent, idx [][]IndexEntry, version uint32) []byte {
+	b := &Builder{extents: exts}
+	for i := range exts {
+		exts[i].IndexCount = int32(len(idx[i]))
+		b.index = append(b.index, idx[i]...)
+	}
+	return b.appendFooter(dst, base, version)
+}
+
+func (b *Builder) appendFooter(out []byte, base int64, version uint32) []byte {
+	footerStart := len(out)
 	idx := 0
 	for i := range b.extents {
 		e := &b.extents[i]
-		e.IndexPos = int64(len(out))
+		e.IndexPos = base + int64(len(out))
 		for j := 0; j < int(e.IndexCount); j++ {
 			ie := b.index[idx]
 			idx++
@@ -173,12 +196,10 @@ func (b *Builder) Finish() ([]byte, []Extent) {
 	}
 	out = binary.BigEndian.AppendUint32(out, uint32(len(b.extents)))
 	crc := crc32.Checksum(out[footerStart:], castagnoli)
-	out = binary.BigEndian.AppendUint64(out, uint64(footerStart))
+	out = binary.BigEndian.AppendUint64(out, uint64(base+int64(footerStart)))
 	out = binary.BigEndian.AppendUint32(out, crc)
-	out = binary.BigEndian.AppendUint32(out, Version)
-	out = append(out, Magic[:]...)
-	b.data = nil
-	return out, b.extents
+	out = binary.BigEndian.AppendUint32(out, version)
+	return append(out, Magic[:]...)
 }
 
 // AppendExtent encodes one 80-byte extent record.
@@ -208,7 +229,7 @@ func ParseTrailer(t []byte, objectSize int64) (int64, error) {
 	if len(t) != TrailerSize || string(t[16:]) != string(Magic[:]) {
 		return 0, fmt.Errorf("%w: bad trailer magic", ErrCorrupt)
 	}
-	if v := binary.BigEndian.Uint32(t[12:]); v != Version {
+	if v := binary.BigEndian.Uint32(t[12:]); v != Version && v != VersionWAL {
 		return 0, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
 	fs := int64(binary.BigEndian.Uint64(t[0:]))

@@ -39,6 +39,12 @@ const (
 	EntryHeaderSize = 29
 	// TypeBatch marks an entry holding one v2 record batch.
 	TypeBatch = 1
+	// TypeSeal ends the entries of a segment that was adopted as a data
+	// object: an object footer follows it (docs/formats.md).
+	TypeSeal = 2
+	// SealSize is the framed size of a seal entry:
+	// length:u32(=9) crc:u32 type:u8(=2) seq:u64.
+	SealSize = 17
 	// crcSpan is how many bytes after the crc field the entry crc covers.
 	crcSpan = EntryHeaderSize - 8 + batch.OffAttributes
 	// maxEntry bounds the length field so a corrupt length cannot make
@@ -56,6 +62,7 @@ type Entry struct {
 	TopicID   [16]byte
 	Partition int32
 	Batch     []byte // aliases the scanned buffer
+	Pos       int64  // position of Batch in the scanned buffer
 }
 
 // EntrySize is the framed size of a batch of n bytes.
@@ -80,10 +87,45 @@ func entryCRC(e []byte) uint32 {
 	return crc32.Update(c, castagnoli, e[8:8+crcSpan])
 }
 
+// AppendSeal appends the seal entry of segment seq: it ends the segment's
+// entries, and what follows it (an object footer) is not WAL data.
+func AppendSeal(dst []byte, seq uint64) []byte {
+	start := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, SealSize-8)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = append(dst, TypeSeal)
+	dst = binary.BigEndian.AppendUint64(dst, seq)
+	e := dst[start:]
+	c := crc32.Update(0, castagnoli, e[0:4])
+	binary.BigEndian.PutUint32(e[4:], crc32.Update(c, castagnoli, e[8:SealSize]))
+	return dst
+}
+
+// isSeal reports whether b starts with a valid seal entry.
+func isSeal(b []byte) bool {
+	if len(b) < SealSize || binary.BigEndian.Uint32(b) != SealSize-8 || b[8] != TypeSeal {
+		return false
+	}
+	c := crc32.Update(0, castagnoli, b[0:4])
+	return binary.BigEndian.Uint32(b[4:]) == crc32.Update(c, castagnoli, b[8:SealSize])
+}
+
 // DecodeEntry decodes the entry at the start of b and returns it with its
 // framed size. Any inconsistency (short, bad length, bad crc, bad batch crc,
 // unknown type) is ErrCorrupt: recovery treats it as the torn end of the log.
 func DecodeEntry(b []byte) (Entry, int, error) {
+	e, n, err := decodeHeader(b)
+	if err != nil {
+		return e, n, err
+	}
+	if !batch.CheckCRC(e.Batch) {
+		return Entry{}, 0, fmt.Errorf("%w: batch crc mismatch", ErrCorrupt)
+	}
+	return e, n, nil
+}
+
+// decodeHeader is DecodeEntry without the batch CRC check.
+func decodeHeader(b []byte) (Entry, int, error) {
 	var e Entry
 	if len(b) < 8 {
 		return e, 0, fmt.Errorf("%w: %d bytes left", ErrCorrupt, len(b))
@@ -109,8 +151,8 @@ func DecodeEntry(b []byte) (Entry, int, error) {
 	if err != nil || size != len(bt) {
 		return e, 0, fmt.Errorf("%w: batch length disagrees with entry length", ErrCorrupt)
 	}
-	if bt[batch.OffMagic] != 2 || !batch.CheckCRC(bt) {
-		return e, 0, fmt.Errorf("%w: batch crc mismatch", ErrCorrupt)
+	if bt[batch.OffMagic] != 2 {
+		return e, 0, fmt.Errorf("%w: batch magic %d", ErrCorrupt, bt[batch.OffMagic])
 	}
 	e.Batch = bt
 	return e, n, nil
@@ -143,13 +185,26 @@ func ListSegments(dir string) ([]uint64, error) {
 
 // Scanned is the result of reading one segment.
 type Scanned struct {
-	Data      []byte // the valid prefix of the file
+	Data      []byte // the valid prefix of the file (entries, without a seal)
 	Entries   []Entry
 	Truncated int64 // bytes dropped from the end (torn or corrupt tail)
+	// Sealed: the entries end with a seal entry; the bytes after it (an
+	// object footer written when the segment was adopted) are not WAL
+	// data and not counted as truncated.
+	Sealed bool
 }
 
-// Scan decodes data (a whole segment file) up to its first invalid entry.
-func Scan(data []byte) Scanned {
+// Scan decodes data (a whole segment file) up to its first invalid entry or
+// its seal.
+func Scan(data []byte) Scanned { return scan(data, true) }
+
+// ScanHeaders is Scan without checking each batch's own CRC (the entry CRC,
+// covering the framing and batch header, is still checked). The roller uses
+// it on segments this process wrote and fsynced, whose batches were
+// validated on append.
+func ScanHeaders(data []byte) Scanned { return scan(data, false) }
+
+func scan(data []byte, batchCRC bool) Scanned {
 	var s Scanned
 	if len(data) < len(Magic) || string(data[:len(Magic)]) != string(Magic[:]) {
 		s.Truncated = int64(len(data))
@@ -157,10 +212,23 @@ func Scan(data []byte) Scanned {
 	}
 	pos := len(Magic)
 	for pos < len(data) {
-		e, n, err := DecodeEntry(data[pos:])
+		var e Entry
+		var n int
+		var err error
+		if batchCRC {
+			e, n, err = DecodeEntry(data[pos:])
+		} else {
+			e, n, err = decodeHeader(data[pos:])
+		}
 		if err != nil {
+			if isSeal(data[pos:]) {
+				s.Sealed = true
+				s.Data = data[:pos]
+				return s
+			}
 			break
 		}
+		e.Pos = int64(pos + EntryHeaderSize)
 		s.Entries = append(s.Entries, e)
 		pos += n
 	}

@@ -173,3 +173,28 @@ func TestGenerateCorpus(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed%d", i)), []byte(body), 0o644)
 	}
 }
+
+func TestSealEndsEntries(t *testing.T) {
+	var seg []byte
+	seg = append(seg, Magic[:]...)
+	b := testBatch(t, 2)
+	e := make([]byte, EntrySize(len(b)))
+	PutHeader(e, [16]byte{1}, 3, len(b))
+	copy(e[EntryHeaderSize:], b)
+	Seal(e)
+	seg = append(seg, e...)
+	valid := len(seg)
+	seg = AppendSeal(seg, 7)
+	seg = append(seg, bytes.Repeat([]byte{0xEE}, 200)...) // a footer
+	for _, s := range []Scanned{Scan(seg), ScanHeaders(seg)} {
+		if !s.Sealed || s.Truncated != 0 || len(s.Data) != valid || len(s.Entries) != 1 ||
+			s.Entries[0].Pos != int64(len(Magic)+EntryHeaderSize) || s.Entries[0].Partition != 3 {
+			t.Fatalf("scan: sealed=%v truncated=%d data=%d entries=%d", s.Sealed, s.Truncated, len(s.Data), len(s.Entries))
+		}
+	}
+	// A damaged seal is a torn tail like any other.
+	seg[valid+9] ^= 1
+	if s := Scan(seg); s.Sealed || s.Truncated != int64(len(seg)-valid) {
+		t.Fatalf("damaged seal: sealed=%v truncated=%d", s.Sealed, s.Truncated)
+	}
+}

@@ -41,7 +41,8 @@ type Options struct {
 	// Durable channel closes.
 	OnDurable func(owner any, end int64)
 	// OnRoll is called, in the writer goroutine, after segment seq was
-	// fsynced and closed; it must not block.
+	// fsynced and closed. It may block (backpressure: the writer writes
+	// nothing meanwhile) but must not wait for the writer.
 	OnRoll func(seq uint64)
 	// OnWrite and OnSync report metrics; optional.
 	OnWrite func(bytes int, entries int, d time.Duration)
