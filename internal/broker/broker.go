@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 )
 
@@ -40,12 +41,20 @@ type Broker struct {
 	engine *log.Engine
 	logger *slog.Logger
 
+	md meta.Store
+
 	createMu sync.Mutex // serialises auto-creation so racing producers create a topic once
+
+	dynMu         sync.RWMutex
+	dynamic       map[string]map[string]string // scope -> broker key -> value
+	topicDefaults map[string]string            // effective, by topic key
 }
 
-// New returns a broker over engine.
-func New(cfg Config, engine *log.Engine, logger *slog.Logger) *Broker {
-	return &Broker{cfg: cfg, engine: engine, logger: logger}
+// New returns a broker over engine, keeping its dynamic configs in md.
+// Call LoadDynamic before serving.
+func New(cfg Config, engine *log.Engine, md meta.Store, logger *slog.Logger) *Broker {
+	return &Broker{cfg: cfg, engine: engine, md: md, logger: logger,
+		dynamic: map[string]map[string]string{}, topicDefaults: cfg.TopicDefaults}
 }
 
 // Engine is the log engine.
@@ -70,9 +79,6 @@ func (b *Broker) AutoCreate() bool { return b.cfg.AutoCreateTopics }
 
 // DefaultPartitions is num.partitions.
 func (b *Broker) DefaultPartitions() int32 { return b.cfg.DefaultPartitions }
-
-// TopicDefaults are the broker-level topic config defaults.
-func (b *Broker) TopicDefaults() map[string]string { return b.cfg.TopicDefaults }
 
 // ValidateTopicName applies Kafka's topic name rules: 1-249 characters of
 // [a-zA-Z0-9._-], and not "." or "..".
@@ -172,32 +178,4 @@ func (b *Broker) TopicForMetadata(ctx context.Context, name string, allowAutoCre
 // Partition returns a partition this broker leads.
 func (b *Broker) Partition(topic string, partition int32) (*log.Partition, error) {
 	return b.engine.Partition(topic, partition)
-}
-
-// BrokerConfigs are the broker-level configs reported by DescribeConfigs,
-// with the values in effect.
-func (b *Broker) BrokerConfigs() map[string]string {
-	out := map[string]string{
-		"broker.id":                                strconv.Itoa(int(b.cfg.NodeID)),
-		"node.id":                                  strconv.Itoa(int(b.cfg.NodeID)),
-		"num.partitions":                           strconv.Itoa(int(b.cfg.DefaultPartitions)),
-		"auto.create.topics.enable":                strconv.FormatBool(b.cfg.AutoCreateTopics),
-		"default.replication.factor":               "1",
-		"offsets.topic.replication.factor":         "1",
-		"transaction.state.log.replication.factor": "1",
-	}
-	for _, d := range topicconfig.Defs() {
-		if d.BrokerKey == "" {
-			continue
-		}
-		v := d.Default
-		if o, ok := b.cfg.TopicDefaults[d.Name]; ok {
-			v = o
-		}
-		out[d.BrokerKey] = v
-	}
-	for k, v := range b.cfg.Static {
-		out[k] = v
-	}
-	return out
 }

@@ -37,14 +37,16 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	return done(resp)
 }
 
-// alterTopicConfigs makes overrides the topic's complete override set.
-// Broker resources are refused: broker settings are static (config file,
-// flags, environment) in this release.
+// alterTopicConfigs makes overrides the resource's complete override set:
+// a topic's configs, or a broker's dynamic configs.
 func alterTopicConfigs(rc *reqCtx, b *broker.Broker, rtype int8, name string, overrides map[string]string, validateOnly bool) (int16, error) {
 	switch rtype {
 	case resourceTopic:
 	case resourceBroker:
-		return kerr.InvalidRequest.Code, fmt.Errorf("broker configs are static in sluice: set them in the config file, flags or SLUICE_* environment")
+		if err := b.SetDynamicConfigs(rc.ctx, name, overrides, validateOnly); err != nil {
+			return errorCode(err), err
+		}
+		return 0, nil
 	default:
 		return kerr.InvalidRequest.Code, fmt.Errorf("unsupported resource type %d", rtype)
 	}

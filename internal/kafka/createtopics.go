@@ -83,7 +83,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				c.Name = d.Name
 				v := eff[d.Name]
 				c.Value = &v
-				c.Source = configSource(d, b.TopicDefaults(), configs)
+				c.Source = configSource(b, d, configs)
 				st.Configs = append(st.Configs, c)
 			}
 		}
@@ -94,12 +94,9 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 // configSource reports where a topic config's value comes from, with
 // Kafka's ConfigSource numbering.
-func configSource(d topicconfig.Def, brokerDefaults, overrides map[string]string) int8 {
+func configSource(b *broker.Broker, d topicconfig.Def, overrides map[string]string) int8 {
 	if _, ok := overrides[d.Name]; ok {
 		return int8(kmsg.ConfigSourceDynamicTopicConfig)
 	}
-	if _, ok := brokerDefaults[d.Name]; ok {
-		return int8(kmsg.ConfigSourceStaticBrokerConfig)
-	}
-	return int8(kmsg.ConfigSourceDefaultConfig)
+	return int8(b.TopicDefaultSource(d.Name))
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,7 +61,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				c.Name = d.Name
 				v := eff[d.Name]
 				c.Value = &v
-				c.Source = kmsg.ConfigSource(configSource(d, b.TopicDefaults(), info.Configs))
+				c.Source = kmsg.ConfigSource(configSource(b, d, info.Configs))
 				c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
 				c.ConfigType = kmsg.ConfigType(d.Type)
 				if req.IncludeDocumentation && d.Doc != "" {
@@ -70,40 +69,40 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					c.Documentation = &doc
 				}
 				if req.IncludeSynonyms {
-					c.ConfigSynonyms = topicSynonyms(d, b.TopicDefaults(), info.Configs)
+					c.ConfigSynonyms = topicSynonyms(b, d, info.Configs)
 				}
 				sr.Configs = append(sr.Configs, c)
 			}
 		case resourceBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.NodeID())) {
-				sr.ErrorCode = kerr.InvalidRequest.Code
-				msg := "unknown broker " + strconv.Quote(rr.ResourceName)
-				sr.ErrorMessage = &msg
+			if _, err := b.DynamicConfigs(rr.ResourceName); err != nil {
+				sr.ErrorCode = errorCode(err)
+				sr.ErrorMessage = errorMessage(err)
 				break
 			}
-			cfgs := b.BrokerConfigs()
-			names := make([]string, 0, len(cfgs))
-			for k := range cfgs {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			for _, k := range names {
-				if !want(k) {
+			for _, bc := range b.BrokerConfigs() {
+				if !want(bc.Name) {
 					continue
 				}
 				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name = k
-				v := cfgs[k]
+				c.Name = bc.Name
+				v := bc.Value
 				c.Value = &v
-				c.ReadOnly = true
-				c.Source = kmsg.ConfigSourceStaticBrokerConfig
+				c.ReadOnly = bc.ReadOnly
+				c.Source = kmsg.ConfigSource(bc.Source)
+				c.IsDefault = bc.Source == broker.SourceDefault
 				c.ConfigType = kmsg.ConfigTypeString
+				if d, ok := brokerKeyDef(bc.Name); ok {
+					c.ConfigType = kmsg.ConfigType(d.Type)
+				}
 				if req.IncludeSynonyms {
-					s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-					s.Name = k
-					s.Value = &v
-					s.Source = kmsg.ConfigSourceStaticBrokerConfig
-					c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+					for _, l := range bc.Synonyms {
+						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+						s.Name = l.Name
+						lv := l.Value
+						s.Value = &lv
+						s.Source = kmsg.ConfigSource(l.Source)
+						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+					}
 				}
 				sr.Configs = append(sr.Configs, c)
 			}
@@ -119,7 +118,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 // topicSynonyms lists the layers a topic config's value could come from,
 // highest priority first, as Kafka does.
-func topicSynonyms(d topicconfig.Def, brokerDefaults, overrides map[string]string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+func topicSynonyms(b *broker.Broker, d topicconfig.Def, overrides map[string]string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
 	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
 	add := func(name, v string, src kmsg.ConfigSource) {
 		s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
@@ -131,13 +130,26 @@ func topicSynonyms(d topicconfig.Def, brokerDefaults, overrides map[string]strin
 	if v, ok := overrides[d.Name]; ok {
 		add(d.Name, v, kmsg.ConfigSourceDynamicTopicConfig)
 	}
-	if v, ok := brokerDefaults[d.Name]; ok && d.BrokerKey != "" {
-		add(d.BrokerKey, v, kmsg.ConfigSourceStaticBrokerConfig)
+	if d.BrokerKey == "" {
+		add(d.Name, d.Default, kmsg.ConfigSourceDefaultConfig)
+		return out
 	}
-	name := d.Name
-	if d.BrokerKey != "" {
-		name = d.BrokerKey
+	for _, bc := range b.BrokerConfigs() {
+		if bc.Name == d.BrokerKey {
+			for _, l := range bc.Synonyms {
+				add(l.Name, l.Value, kmsg.ConfigSource(l.Source))
+			}
+		}
 	}
-	add(name, d.Default, kmsg.ConfigSourceDefaultConfig)
 	return out
+}
+
+// brokerKeyDef finds the topic config a broker-level key is the default of.
+func brokerKeyDef(brokerKey string) (topicconfig.Def, bool) {
+	for _, d := range topicconfig.Defs() {
+		if d.BrokerKey == brokerKey {
+			return d, true
+		}
+	}
+	return topicconfig.Def{}, false
 }

@@ -49,6 +49,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, broker.ErrInvalidReplication):
 		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, broker.ErrUnknownBroker):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrPolicy):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, context.DeadlineExceeded):

@@ -128,7 +128,13 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 			"socket.request.max.bytes": strconv.Itoa(int(cfg.MaxRequestBytes)),
 			"log.dirs":                 cfg.DataDir,
 		},
-	}, engine, logger.With("component", "broker"))
+	}, engine, md, logger.With("component", "broker"))
+	if err := b.LoadDynamic(ctx); err != nil {
+		ln.Close()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, ln: ln, cancel: cancel, done: make(chan error, 1)}

@@ -1,0 +1,237 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strconv"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/topicconfig"
+)
+
+// Dynamic broker configs: the broker-level defaults of topic configs
+// (log.retention.ms, message.max.bytes, ...) can be changed at run time with
+// AlterConfigs/IncrementalAlterConfigs on the broker resource, cluster-wide
+// (resource name "") or for one broker (its node id), and apply to every
+// topic without its own override. They are stored in meta so they survive a
+// restart and, in cluster mode, reach every broker. Precedence, highest
+// first: per-broker dynamic, cluster-wide dynamic, static (config file,
+// flags, environment), built-in default: Kafka's order.
+
+// Source says where a broker-level value comes from (Kafka's ConfigSource
+// numbering).
+type Source int8
+
+const (
+	SourceDynamicBroker        Source = 2
+	SourceDynamicDefaultBroker Source = 3
+	SourceStaticBroker         Source = 4
+	SourceDefault              Source = 5
+)
+
+// BrokerConfig is one broker-level config as DescribeConfigs reports it.
+type BrokerConfig struct {
+	Name     string
+	Value    string
+	Source   Source
+	ReadOnly bool
+	// Synonyms are the layers below Source that also define it, highest
+	// first (for DescribeConfigs include_synonyms).
+	Synonyms []BrokerConfig
+}
+
+func dynKey(scope string) string { return "/broker/configs/" + scope }
+
+// scope maps a broker resource name to its storage scope.
+func (b *Broker) scope(resource string) (string, error) {
+	switch resource {
+	case "":
+		return "default", nil
+	case strconv.Itoa(int(b.cfg.NodeID)):
+		return "node-" + resource, nil
+	}
+	return "", fmt.Errorf("%w: %q (this is broker %d)", ErrUnknownBroker, resource, b.cfg.NodeID)
+}
+
+// ErrUnknownBroker is returned for a broker resource naming another node.
+var ErrUnknownBroker = errors.New("broker: unknown broker id")
+
+// dynamicKeys maps each dynamically alterable broker key to its topic key.
+func dynamicKeys() map[string]string {
+	out := map[string]string{}
+	for _, d := range topicconfig.Defs() {
+		if d.BrokerKey != "" {
+			out[d.BrokerKey] = d.Name
+		}
+	}
+	return out
+}
+
+// LoadDynamic reads stored dynamic configs and applies them. Called once at
+// start.
+func (b *Broker) LoadDynamic(ctx context.Context) error {
+	for _, scope := range []string{"default", "node-" + strconv.Itoa(int(b.cfg.NodeID))} {
+		kv, err := b.md.Get(ctx, dynKey(scope))
+		if errors.Is(err, meta.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading dynamic broker configs: %w", err)
+		}
+		m := map[string]string{}
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return fmt.Errorf("decoding dynamic broker configs (%s): %w", scope, err)
+		}
+		b.dynamic[scope] = m
+	}
+	b.applyDefaults()
+	return nil
+}
+
+// DynamicConfigs returns the stored dynamic configs for a broker resource.
+func (b *Broker) DynamicConfigs(resource string) (map[string]string, error) {
+	scope, err := b.scope(resource)
+	if err != nil {
+		return nil, err
+	}
+	b.dynMu.RLock()
+	defer b.dynMu.RUnlock()
+	return maps.Clone(b.dynamic[scope]), nil
+}
+
+// SetDynamicConfigs makes next the complete set of dynamic configs for the
+// broker resource (AlterConfigs semantics; IncrementalAlterConfigs computes
+// next from DynamicConfigs).
+func (b *Broker) SetDynamicConfigs(ctx context.Context, resource string, next map[string]string, validateOnly bool) error {
+	scope, err := b.scope(resource)
+	if err != nil {
+		return err
+	}
+	keys := dynamicKeys()
+	names := make([]string, 0, len(next))
+	for k := range next {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		tk, ok := keys[k]
+		if !ok {
+			return fmt.Errorf("%w: broker config %q cannot be updated dynamically (set it in the config file, flags or SLUICE_* environment)", topicconfig.ErrInvalid, k)
+		}
+		if err := topicconfig.ValidateValue(tk, next[k]); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	val, _ := json.Marshal(next)
+	b.dynMu.Lock()
+	defer b.dynMu.Unlock()
+	if err := b.md.Txn(ctx, nil, meta.Put(dynKey(scope), val)); err != nil {
+		return fmt.Errorf("storing dynamic broker configs: %w", err)
+	}
+	b.dynamic[scope] = maps.Clone(next)
+	b.applyDefaultsLocked()
+	return nil
+}
+
+func (b *Broker) applyDefaults() {
+	b.dynMu.Lock()
+	defer b.dynMu.Unlock()
+	b.applyDefaultsLocked()
+}
+
+// applyDefaultsLocked recomputes the effective topic defaults and hands them
+// to the log engine.
+func (b *Broker) applyDefaultsLocked() {
+	eff := maps.Clone(b.cfg.TopicDefaults)
+	if eff == nil {
+		eff = map[string]string{}
+	}
+	keys := dynamicKeys()
+	for _, scope := range []string{"default", "node-" + strconv.Itoa(int(b.cfg.NodeID))} {
+		for bk, v := range b.dynamic[scope] {
+			eff[keys[bk]] = v
+		}
+	}
+	b.topicDefaults = eff
+	b.engine.SetBrokerDefaults(eff)
+}
+
+// TopicDefaults are the effective broker-level topic config defaults, keyed
+// by topic config name.
+func (b *Broker) TopicDefaults() map[string]string {
+	b.dynMu.RLock()
+	defer b.dynMu.RUnlock()
+	return b.topicDefaults
+}
+
+// TopicDefaultSource says where the broker-level default of a topic config
+// comes from, or SourceDefault when nothing overrides the built-in value.
+func (b *Broker) TopicDefaultSource(topicKey string) Source {
+	d, ok := topicconfig.Lookup(topicKey)
+	if !ok || d.BrokerKey == "" {
+		return SourceDefault
+	}
+	b.dynMu.RLock()
+	defer b.dynMu.RUnlock()
+	if _, ok := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))][d.BrokerKey]; ok {
+		return SourceDynamicBroker
+	}
+	if _, ok := b.dynamic["default"][d.BrokerKey]; ok {
+		return SourceDynamicDefaultBroker
+	}
+	if _, ok := b.cfg.TopicDefaults[topicKey]; ok {
+		return SourceStaticBroker
+	}
+	return SourceDefault
+}
+
+// BrokerConfigs lists every broker-level config with its effective value
+// and source.
+func (b *Broker) BrokerConfigs() []BrokerConfig {
+	static := map[string]string{
+		"broker.id":                                strconv.Itoa(int(b.cfg.NodeID)),
+		"node.id":                                  strconv.Itoa(int(b.cfg.NodeID)),
+		"num.partitions":                           strconv.Itoa(int(b.cfg.DefaultPartitions)),
+		"auto.create.topics.enable":                strconv.FormatBool(b.cfg.AutoCreateTopics),
+		"default.replication.factor":               "1",
+		"offsets.topic.replication.factor":         "1",
+		"transaction.state.log.replication.factor": "1",
+	}
+	maps.Copy(static, b.cfg.Static)
+	var out []BrokerConfig
+	for k, v := range static {
+		out = append(out, BrokerConfig{Name: k, Value: v, Source: SourceStaticBroker, ReadOnly: true})
+	}
+	b.dynMu.RLock()
+	node := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))]
+	def := b.dynamic["default"]
+	b.dynMu.RUnlock()
+	for _, d := range topicconfig.Defs() {
+		if d.BrokerKey == "" {
+			continue
+		}
+		var layers []BrokerConfig
+		if v, ok := node[d.BrokerKey]; ok {
+			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceDynamicBroker})
+		}
+		if v, ok := def[d.BrokerKey]; ok {
+			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceDynamicDefaultBroker})
+		}
+		if v, ok := b.cfg.TopicDefaults[d.Name]; ok {
+			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceStaticBroker})
+		}
+		layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: d.Default, Source: SourceDefault})
+		c := layers[0]
+		c.Synonyms = layers
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
