@@ -24,19 +24,33 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Re
 		sr.ResourceName = rr.ResourceName
 		resp.Resources = append(resp.Resources, sr)
 		out := &resp.Resources[len(resp.Resources)-1]
-		if int8(rr.ResourceType) != resourceTopic {
+		// cur is the resource's current override set; lookup finds a key's
+		// definition (for broker keys, the topic config it defaults).
+		var cur map[string]string
+		var lookup func(string) (topicconfig.Def, bool)
+		switch int8(rr.ResourceType) {
+		case resourceTopic:
+			info, ok := b.Engine().Topic(rr.ResourceName)
+			if !ok {
+				code, err := alterTopicConfigs(rc, b, resourceTopic, rr.ResourceName, nil, true)
+				out.ErrorCode, out.ErrorMessage = code, errorMessage(err)
+				continue
+			}
+			cur, lookup = info.Configs, topicconfig.Lookup
+		case resourceBroker:
+			dyn, err := b.DynamicConfigs(rr.ResourceName)
+			if err != nil {
+				out.ErrorCode, out.ErrorMessage = errorCode(err), errorMessage(err)
+				continue
+			}
+			cur, lookup = dyn, brokerKeyDef
+		default:
 			code, err := alterTopicConfigs(rc, b, int8(rr.ResourceType), rr.ResourceName, nil, true)
 			out.ErrorCode, out.ErrorMessage = code, errorMessage(err)
 			continue
 		}
-		info, ok := b.Engine().Topic(rr.ResourceName)
-		if !ok {
-			code, err := alterTopicConfigs(rc, b, resourceTopic, rr.ResourceName, nil, true)
-			out.ErrorCode, out.ErrorMessage = code, errorMessage(err)
-			continue
-		}
 		next := map[string]string{}
-		for k, v := range info.Configs {
+		for k, v := range cur {
 			next[k] = v
 		}
 		var err error
@@ -48,9 +62,9 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Re
 				break
 			}
 			seen[c.Name] = true
-			d, known := topicconfig.Lookup(c.Name)
+			d, known := lookup(c.Name)
 			if !known {
-				err = fmt.Errorf("%w: unknown topic config name %q", topicconfig.ErrInvalid, c.Name)
+				err = fmt.Errorf("%w: unknown or read-only config %q", topicconfig.ErrInvalid, c.Name)
 				break
 			}
 			val := ""
@@ -70,11 +84,11 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Re
 					err = fmt.Errorf("%w: %q is not a list; APPEND and SUBTRACT apply to lists only", topicconfig.ErrInvalid, c.Name)
 					break
 				}
-				cur, ok := next[c.Name]
+				list, ok := next[c.Name]
 				if !ok {
-					cur = topicconfig.Effective(b.TopicDefaults(), nil)[c.Name]
+					list = topicconfig.Effective(b.TopicDefaults(), nil)[d.Name]
 				}
-				next[c.Name] = editList(cur, val, c.Op == kmsg.IncrementalAlterConfigOpAppend)
+				next[c.Name] = editList(list, val, c.Op == kmsg.IncrementalAlterConfigOpAppend)
 			default:
 				err = fmt.Errorf("unknown operation %d for %q", c.Op, c.Name)
 				out.ErrorCode = kerr.InvalidRequest.Code
@@ -90,7 +104,7 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Re
 			out.ErrorMessage = errorMessage(err)
 			continue
 		}
-		code, err := alterTopicConfigs(rc, b, resourceTopic, rr.ResourceName, next, req.ValidateOnly)
+		code, err := alterTopicConfigs(rc, b, int8(rr.ResourceType), rr.ResourceName, next, req.ValidateOnly)
 		out.ErrorCode, out.ErrorMessage = code, errorMessage(err)
 	}
 	return done(resp)

@@ -1,0 +1,109 @@
+package compat
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestDynamicBrokerConfigs: a cluster-wide message.max.bytes set through
+// IncrementalAlterConfigs is reported with its dynamic source, applies to
+// topics without an override, survives a restart, and a per-broker value
+// takes precedence; read-only broker keys are refused.
+func TestDynamicBrokerConfigs(t *testing.T) {
+	b := startBroker(t)
+	ctx := ctxFor(t, 60*time.Second)
+	adm := newAdmin(t, b.Addr())
+	topic := topicName(t)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	set := func(v string, brokers ...int32) {
+		t.Helper()
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "message.max.bytes", Value: &v}}, brokers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resps {
+			if r.Err != nil {
+				t.Fatalf("alter %q: %v (%s)", r.Name, r.Err, r.ErrMessage)
+			}
+		}
+	}
+	describe := func(brokers ...int32) kadm.Config {
+		t.Helper()
+		rcs, err := adm.DescribeBrokerConfigs(ctx, brokers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range rcs {
+			if rc.Err != nil {
+				t.Fatalf("describe %q: %v", rc.Name, rc.Err)
+			}
+			for _, c := range rc.Configs {
+				if c.Key == "message.max.bytes" {
+					return c
+				}
+			}
+		}
+		t.Fatal("message.max.bytes not described")
+		return kadm.Config{}
+	}
+	produce := func(size int) error {
+		cl := noCompressionClient(t, b.Addr())
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: make([]byte, size)}).FirstErr()
+	}
+
+	set("5000")
+	if c := describe(); c.MaybeValue() != "5000" || c.Source.String() != "DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Fatalf("cluster-wide: got %q from %s", c.MaybeValue(), c.Source)
+	}
+	if err := produce(10000); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("10 kB record under a 5000-byte broker default: want MESSAGE_TOO_LARGE, got %v", err)
+	}
+	if err := produce(1000); err != nil {
+		t.Fatalf("1 kB record: %v", err)
+	}
+
+	b.Restart()
+	adm = newAdmin(t, b.Addr())
+	if c := describe(); c.MaybeValue() != "5000" {
+		t.Fatalf("after restart: got %q", c.MaybeValue())
+	}
+	set("20000", 0)
+	if c := describe(0); c.MaybeValue() != "20000" || c.Source.String() != "DYNAMIC_BROKER_CONFIG" {
+		t.Fatalf("per-broker: got %q from %s", c.MaybeValue(), c.Source)
+	}
+	if err := produce(10000); err != nil {
+		t.Fatalf("10 kB record under a 20000-byte per-broker value: %v", err)
+	}
+
+	v := "8"
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "num.io.threads", Value: &v}})
+	if err == nil {
+		for _, r := range resps {
+			err = r.Err
+		}
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("read-only key: want INVALID_CONFIG, got %v", err)
+	}
+	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "message.max.bytes", Value: &v}}, 7); err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST") {
+		// kadm sends the request for broker 7 to any broker; ours refuses it.
+		t.Logf("unknown broker id: %v", err)
+	}
+}
+
+func noCompressionClient(t testing.TB, addr string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordRetries(1), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
