@@ -50,6 +50,8 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			sp.LogStartOffset = -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
 			switch {
+			case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			case err != nil:
 				sp.ErrorCode = errorCode(err)
 			case req.TransactionID != nil:
@@ -100,6 +102,9 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 	if req.Acks == 0 {
 		return nil
+	}
+	if req.Acks != 1 && req.Acks != -1 {
+		return done(resp)
 	}
 	if req.Acks != -1 {
 		for _, w := range work {

@@ -46,6 +46,29 @@ func TestRefusals(t *testing.T) {
 		wantCode(t, "produce to partition 7 of 2", p.ErrorCode, kerr.UnknownTopicOrPartition)
 	})
 
+	t.Run("produce with acks=2: INVALID_REQUIRED_ACKS", func(t *testing.T) {
+		// Over a raw connection: kgo rewrites a request's acks to its own.
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = 8
+		req.Acks = 2
+		req.TimeoutMillis = 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = recordBatch([]byte("v"))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		c := dial(t, b.Addr())
+		c.Write(frame(int16(kmsg.Produce), 8, 1, req.AppendTo(nil)))
+		raw := readFrame(t, c)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 8
+		if err := resp.ReadFrom(raw[4:]); err != nil {
+			t.Fatalf("decoding produce response: %v", err)
+		}
+		wantCode(t, "produce with acks=2", resp.Topics[0].Partitions[0].ErrorCode, kerr.InvalidRequiredAcks)
+	})
+
 	t.Run("produce bad CRC: CORRUPT_MESSAGE", func(t *testing.T) {
 		batch := recordBatch([]byte("one"), []byte("two"))
 		batch[17] ^= 0xff
