@@ -35,6 +35,29 @@ type Flush struct {
 	Interval time.Duration `yaml:"interval"`
 }
 
+// Groups configures the consumer group coordinator. Kafka's names are in
+// the comments.
+type Groups struct {
+	// OffsetsTopicPartitions is the partition count of __consumer_offsets
+	// when it is created (offsets.topic.num.partitions).
+	OffsetsTopicPartitions int32 `yaml:"offsets_topic_partitions"`
+	// OffsetsRetention: offsets of an empty group are deleted this long
+	// after it became empty (offsets.retention.minutes).
+	OffsetsRetention time.Duration `yaml:"offsets_retention"`
+	// OffsetsRetentionCheckInterval is how often expiry runs
+	// (offsets.retention.check.interval.ms).
+	OffsetsRetentionCheckInterval time.Duration `yaml:"offsets_retention_check_interval"`
+	// InitialRebalanceDelay holds the first rebalance of an empty group
+	// for more members (group.initial.rebalance.delay.ms).
+	InitialRebalanceDelay time.Duration `yaml:"initial_rebalance_delay"`
+	// MinSessionTimeout and MaxSessionTimeout bound member session timeouts
+	// (group.min.session.timeout.ms, group.max.session.timeout.ms).
+	MinSessionTimeout time.Duration `yaml:"min_session_timeout"`
+	MaxSessionTimeout time.Duration `yaml:"max_session_timeout"`
+	// MaxSize caps members per group; 0 is unlimited (group.max.size).
+	MaxSize int32 `yaml:"max_size"`
+}
+
 // Config is the whole broker configuration.
 type Config struct {
 	// Listen is the Kafka listener address (host:port; port 0 picks one).
@@ -67,6 +90,8 @@ type Config struct {
 	// topic config name (retention.ms, max.message.bytes, ...).
 	TopicDefaults map[string]string `yaml:"topic_defaults"`
 
+	Groups Groups `yaml:"groups"`
+
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"` // text or json
 }
@@ -84,8 +109,16 @@ func Default() Config {
 		WALSegmentBytes:        64 << 20,
 		RetentionCheckInterval: 30 * time.Second,
 		TopicDefaults:          map[string]string{},
-		LogLevel:               "info",
-		LogFormat:              "text",
+		Groups: Groups{
+			OffsetsTopicPartitions:        50,
+			OffsetsRetention:              7 * 24 * time.Hour,
+			OffsetsRetentionCheckInterval: 10 * time.Minute,
+			InitialRebalanceDelay:         3 * time.Second,
+			MinSessionTimeout:             6 * time.Second,
+			MaxSessionTimeout:             30 * time.Minute,
+		},
+		LogLevel:  "info",
+		LogFormat: "text",
 	}
 }
 
@@ -146,6 +179,23 @@ func (c *Config) Validate() error {
 		if err := topicconfig.ValidateValue(k, v); err != nil {
 			return fmt.Errorf("%w: topic_defaults.%s: %v", ErrInvalid, k, err)
 		}
+	}
+	g := c.Groups
+	switch {
+	case g.OffsetsTopicPartitions < 1 || g.OffsetsTopicPartitions > 10000:
+		return bad("groups.offsets_topic_partitions", "must be 1..10000, got %d", g.OffsetsTopicPartitions)
+	case g.OffsetsRetention <= 0:
+		return bad("groups.offsets_retention", "must be > 0")
+	case g.OffsetsRetentionCheckInterval <= 0:
+		return bad("groups.offsets_retention_check_interval", "must be > 0")
+	case g.InitialRebalanceDelay < 0:
+		return bad("groups.initial_rebalance_delay", "must be >= 0")
+	case g.MinSessionTimeout <= 0:
+		return bad("groups.min_session_timeout", "must be > 0")
+	case g.MaxSessionTimeout < g.MinSessionTimeout:
+		return bad("groups.max_session_timeout", "must be >= groups.min_session_timeout")
+	case g.MaxSize < 0:
+		return bad("groups.max_size", "must be >= 0")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 )
@@ -53,6 +54,38 @@ func errorCode(err error) int16 {
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrPolicy):
 		return kerr.PolicyViolation.Code
+	case errors.Is(err, group.ErrLoading):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, group.ErrNotAvailable), errors.Is(err, group.ErrStore):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, group.ErrInvalidGroupID):
+		return kerr.InvalidGroupID.Code
+	case errors.Is(err, group.ErrUnknownMemberID):
+		return kerr.UnknownMemberID.Code
+	case errors.Is(err, group.ErrMemberIDRequired):
+		return kerr.MemberIDRequired.Code
+	case errors.Is(err, group.ErrIllegalGeneration):
+		return kerr.IllegalGeneration.Code
+	case errors.Is(err, group.ErrRebalanceInProgress):
+		return kerr.RebalanceInProgress.Code
+	case errors.Is(err, group.ErrFencedInstanceID):
+		return kerr.FencedInstanceID.Code
+	case errors.Is(err, group.ErrInconsistentProtocol):
+		return kerr.InconsistentGroupProtocol.Code
+	case errors.Is(err, group.ErrInvalidSessionTimeout):
+		return kerr.InvalidSessionTimeout.Code
+	case errors.Is(err, group.ErrGroupMaxSize):
+		return kerr.GroupMaxSizeReached.Code
+	case errors.Is(err, group.ErrGroupNotFound):
+		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, group.ErrNonEmptyGroup):
+		return kerr.NonEmptyGroup.Code
+	case errors.Is(err, group.ErrSubscribedToTopic):
+		return kerr.GroupSubscribedToTopic.Code
+	case errors.Is(err, group.ErrMetadataTooLarge):
+		return kerr.OffsetMetadataTooLarge.Code
+	case errors.Is(err, group.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, context.Canceled):

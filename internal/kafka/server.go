@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/group"
 )
 
 // Config is the front-end's configuration.
@@ -39,8 +40,9 @@ type reqCtx struct {
 	conn *conn
 }
 
-func (rc *reqCtx) broker() *broker.Broker { return rc.conn.srv.broker }
-func (rc *reqCtx) version() int16         { return rc.hdr.APIVersion }
+func (rc *reqCtx) broker() *broker.Broker     { return rc.conn.srv.broker }
+func (rc *reqCtx) groups() *group.Coordinator { return rc.conn.srv.groups }
+func (rc *reqCtx) version() int16             { return rc.hdr.APIVersion }
 
 // done wraps an already-built response.
 func done(r kmsg.Response) func() kmsg.Response { return func() kmsg.Response { return r } }
@@ -56,6 +58,7 @@ type metrics struct {
 type Server struct {
 	cfg     Config
 	broker  *broker.Broker
+	groups  *group.Coordinator
 	logger  *slog.Logger
 	apis    map[int16]api
 	metrics metrics
@@ -66,9 +69,10 @@ type Server struct {
 	wg    sync.WaitGroup
 }
 
-// NewServer builds the front-end over b. reg may be nil.
-func NewServer(cfg Config, b *broker.Broker, logger *slog.Logger, reg prometheus.Registerer) *Server {
-	s := &Server{cfg: cfg, broker: b, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
+// NewServer builds the front-end over b and the group coordinator groups.
+// reg may be nil.
+func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, logger *slog.Logger, reg prometheus.Registerer) *Server {
+	s := &Server{cfg: cfg, broker: b, groups: groups, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
 	s.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "requests_total", Help: "Kafka requests by API.",

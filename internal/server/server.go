@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -38,6 +39,7 @@ type Server struct {
 	logger   *slog.Logger
 	md       meta.Store
 	engine   *log.Engine
+	groups   *group.Coordinator
 	kafka    *kafka.Server
 	ln       net.Listener
 	admin    *http.Server
@@ -136,9 +138,28 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		return nil, err
 	}
 
+	gcfg := group.DefaultConfig()
+	gcfg.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
+	gcfg.OffsetsRetention = cfg.Groups.OffsetsRetention
+	gcfg.OffsetsRetentionCheckInterval = cfg.Groups.OffsetsRetentionCheckInterval
+	gcfg.InitialRebalanceDelay = cfg.Groups.InitialRebalanceDelay
+	gcfg.MinSessionTimeout = cfg.Groups.MinSessionTimeout
+	gcfg.MaxSessionTimeout = cfg.Groups.MaxSessionTimeout
+	gcfg.MaxSize = int(cfg.Groups.MaxSize)
+	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
+	if err != nil {
+		ln.Close()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+	// Groups load in the background; until then they answer
+	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+	groups.Start()
+
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, ln: ln, cancel: cancel, done: make(chan error, 1)}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, logger.With("component", "kafka"), reg)
+	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, groups, logger.With("component", "kafka"), reg)
 	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
 
 	if cfg.AdminListen != "" {
@@ -188,6 +209,7 @@ func (s *Server) Close() error {
 		s.admin.Close()
 	}
 	s.kafka.Close()
+	s.groups.Close()
 	err := s.engine.Close()
 	if cerr := s.md.Close(); err == nil {
 		err = cerr

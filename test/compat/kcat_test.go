@@ -47,9 +47,6 @@ func TestKcatRoundTrip(t *testing.T) {
 			}
 			run(t, in.Bytes(), 2*time.Minute, kcat, args...)
 			t.Run("stored-as-"+codec, func(t *testing.T) {
-				if codec == "lz4" {
-					skipLibrdkafkaLZ4(t, b.Addr())
-				}
 				checkStoredCodec(t, b.Addr(), topic, codec)
 			})
 			checkSame(t, "franz-go reading kcat's", want, readKgo(t, b.Addr(), topic, 0, len(want)))

@@ -121,9 +121,6 @@ func TestPythonRoundTrip(t *testing.T) {
 					checkSame(t, "franz-go reading "+c.name+"'s", want, readKgo(t, b.Addr(), topic, 0, len(want)))
 					checkSame(t, c.name+" reading its own", want, c.consume(t, b.Addr(), topic, len(want)))
 					t.Run("stored-as-"+codec, func(t *testing.T) {
-						if c.name == "confluent-kafka" && codec == "lz4" {
-							skipLibrdkafkaLZ4(t, b.Addr())
-						}
 						checkStoredCodec(t, b.Addr(), topic, codec)
 					})
 				})

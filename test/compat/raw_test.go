@@ -198,25 +198,3 @@ func checkStoredCodec(t testing.TB, addr, topic, codec string) {
 		}
 	}
 }
-
-// skipLibrdkafkaLZ4 skips the stored-as-lz4 check for librdkafka clients
-// while the broker does not advertise FindCoordinator: librdkafka before
-// 2.10 (Debian ships 2.0.2) infers lz4 support from FindCoordinator v0 and
-// otherwise sends lz4 batches uncompressed. The data still round-trips (the
-// callers check that before this). FindCoordinator arrives with consumer
-// groups; once it is advertised this check runs again.
-func skipLibrdkafkaLZ4(t *testing.T, addr string) {
-	t.Helper()
-	br := seed(t, addr)
-	req := kmsg.NewPtrApiVersionsRequest()
-	resp, err := req.RequestWith(context.Background(), br)
-	if err != nil {
-		t.Fatalf("ApiVersions: %v", err)
-	}
-	for _, k := range resp.ApiKeys {
-		if k.ApiKey == int16(kmsg.FindCoordinator) {
-			return
-		}
-	}
-	t.Skip("librdkafka < 2.10 enables lz4 only when FindCoordinator is advertised; it is not yet (consumer groups)")
-}

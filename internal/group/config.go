@@ -1,0 +1,76 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidConfig is wrapped by Config.Validate errors.
+var ErrInvalidConfig = errors.New("group: invalid configuration")
+
+// Config configures the coordinator. Names in comments are Kafka's.
+type Config struct {
+	// OffsetsTopicPartitions is the partition count used when the offsets
+	// topic is created (offsets.topic.num.partitions). An existing topic
+	// keeps its count.
+	OffsetsTopicPartitions int32
+	// OffsetsRetention is how long offsets of an empty group are kept
+	// (offsets.retention.minutes).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often expiry runs
+	// (offsets.retention.check.interval.ms).
+	OffsetsRetentionCheckInterval time.Duration
+	// InitialRebalanceDelay is how long the first rebalance of an empty
+	// group waits for more members (group.initial.rebalance.delay.ms).
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
+	// members may ask for (group.min/max.session.timeout.ms).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxSize is the most members a group may have; 0 is unlimited
+	// (group.max.size).
+	MaxSize int
+	// MaxMetadataBytes bounds the metadata of one committed offset
+	// (offset.metadata.max.bytes).
+	MaxMetadataBytes int
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		OffsetsTopicPartitions:        50,
+		OffsetsRetention:              7 * 24 * time.Hour,
+		OffsetsRetentionCheckInterval: 10 * time.Minute,
+		InitialRebalanceDelay:         3 * time.Second,
+		MinSessionTimeout:             6 * time.Second,
+		MaxSessionTimeout:             30 * time.Minute,
+		MaxSize:                       0,
+		MaxMetadataBytes:              4096,
+	}
+}
+
+// Validate reports a bad configuration, naming the field.
+func (c *Config) Validate() error {
+	bad := func(k, f string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, k, fmt.Sprintf(f, a...))
+	}
+	switch {
+	case c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > 10000:
+		return bad("offsets_topic_partitions", "must be 1..10000, got %d", c.OffsetsTopicPartitions)
+	case c.OffsetsRetention <= 0:
+		return bad("offsets_retention", "must be > 0")
+	case c.OffsetsRetentionCheckInterval <= 0:
+		return bad("offsets_retention_check_interval", "must be > 0")
+	case c.InitialRebalanceDelay < 0:
+		return bad("initial_rebalance_delay", "must be >= 0")
+	case c.MinSessionTimeout <= 0:
+		return bad("min_session_timeout", "must be > 0")
+	case c.MaxSessionTimeout < c.MinSessionTimeout:
+		return bad("max_session_timeout", "must be >= min_session_timeout (%v)", c.MinSessionTimeout)
+	case c.MaxSize < 0:
+		return bad("max_size", "must be >= 0")
+	case c.MaxMetadataBytes < 0:
+		return bad("max_metadata_bytes", "must be >= 0")
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
+
+// loadAll replays every partition of the offsets topic, retrying on error
+// until it succeeds or the coordinator closes.
+func (c *Coordinator) loadAll() {
+	began := c.now()
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		err := c.load(c.ctx)
+		if err == nil {
+			break
+		}
+		c.logger.Error("loading consumer groups failed; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	c.mu.Lock()
+	n := len(c.groups)
+	c.mu.Unlock()
+	c.loading.Store(false)
+	c.logger.Info("consumer groups loaded", "groups", n, "partitions", c.parts.Load(), "duration", c.now().Sub(began))
+}
+
+func (c *Coordinator) load(ctx context.Context) error {
+	n := c.store.Partitions()
+	if n == 0 {
+		return nil
+	}
+	loaded := map[string]*group{}
+	for p := int32(0); p < n; p++ {
+		if err := c.loadPartition(ctx, p, loaded); err != nil {
+			return err
+		}
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groups = map[string]*group{}
+	for id, g := range loaded {
+		if !g.hasStored && len(g.offsets) == 0 {
+			continue
+		}
+		for _, m := range g.members {
+			m.deadline = now.Add(m.sessionTimeout)
+		}
+		if len(g.members) > 0 {
+			g.state = Stable
+			g.subscribed = g.subscribedTopics()
+		} else {
+			g.state = Empty
+		}
+		c.groups[id] = g
+	}
+	c.parts.Store(n)
+	return nil
+}
+
+func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[string]*group) error {
+	var offset, end int64
+	first := true
+	for first || offset < end {
+		data, hw, err := c.store.Read(ctx, p, offset)
+		if err != nil {
+			return err
+		}
+		if first {
+			end, first = hw, false
+		}
+		if len(data) == 0 {
+			break
+		}
+		for len(data) > 0 {
+			size, err := batch.Size(data)
+			if err != nil || size > len(data) {
+				return fmt.Errorf("%s-%d at %d: %w", Topic, p, offset, err)
+			}
+			h, recs, err := batch.Records(data[:size])
+			data = data[size:]
+			if err != nil {
+				return fmt.Errorf("%s-%d at %d: %w", Topic, p, offset, err)
+			}
+			if h.LastOffset() < offset {
+				continue
+			}
+			offset = h.LastOffset() + 1
+			if h.IsControl() {
+				continue
+			}
+			for i := range recs {
+				r := &recs[i]
+				at := h.BaseOffset + int64(r.OffsetDelta)
+				if at >= end {
+					break
+				}
+				if err := c.replay(p, at, r.Key, r.Value, loaded); err != nil {
+					c.logger.Warn("skipping unreadable record in the offsets topic", "partition", p, "offset", at, "err", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[string]*group) error {
+	d, err := decodeRecord(key, value)
+	if err != nil || d.kind == 0 {
+		return err
+	}
+	g := loaded[d.group]
+	if g == nil {
+		g = newGroup(c, d.group, p, time.Time{})
+		loaded[d.group] = g
+	}
+	switch d.kind {
+	case 1:
+		if d.offset == nil {
+			delete(g.offsets, d.tp)
+			return nil
+		}
+		v := d.offset
+		e := &offsetEntry{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTime: v.CommitTimestamp, ExpireTime: -1, logOffset: at}
+		if v.Version >= 3 {
+			e.LeaderEpoch = v.LeaderEpoch
+		}
+		if v.Version == 1 && v.ExpireTimestamp >= 0 {
+			e.ExpireTime = v.ExpireTimestamp
+		}
+		g.offsets[d.tp] = e
+	case 2:
+		offsets := g.offsets
+		*g = *newGroup(c, d.group, p, time.Time{})
+		g.offsets = offsets
+		if d.meta == nil {
+			return nil
+		}
+		v := d.meta
+		g.hasStored = true
+		g.protocolType = v.ProtocolType
+		g.generation = v.Generation
+		if v.Protocol != nil {
+			g.protocol = *v.Protocol
+		}
+		if v.Leader != nil {
+			g.leader = *v.Leader
+		}
+		if v.CurrentStateTimestamp > 0 {
+			g.stateTime = time.UnixMilli(v.CurrentStateTimestamp)
+		} else {
+			g.stateTime = c.now()
+		}
+		for _, mv := range v.Members {
+			m := &member{id: mv.MemberID, instanceID: mv.InstanceID, clientID: mv.ClientID, clientHost: mv.ClientHost,
+				sessionTimeout:   time.Duration(mv.SessionTimeoutMillis) * time.Millisecond,
+				rebalanceTimeout: time.Duration(mv.RebalanceTimeoutMillis) * time.Millisecond,
+				protocolType:     v.ProtocolType,
+				protocols:        []Protocol{{Name: g.protocol, Metadata: mv.Subscription}},
+				assignment:       mv.Assignment}
+			if m.rebalanceTimeout <= 0 {
+				m.rebalanceTimeout = m.sessionTimeout
+			}
+			g.members[m.id] = m
+			g.order = append(g.order, m.id)
+			if m.instanceID != nil {
+				g.statics[*m.instanceID] = m.id
+			}
+		}
+		if g.leader != "" && g.members[g.leader] == nil {
+			g.leader = ""
+			if len(g.order) > 0 {
+				g.leader = g.order[0]
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeGroups v0-v5. v3 adds authorized operations, v4 static instance
+// ids, v5+ is flexible. An unknown group is reported in state Dead with no
+// error, as Kafka does before v6 (v6, KIP-1043, is not served).
+func init() { register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups) }
+
+// groupOperations is the authorized-operations bitfield of a group with no
+// ACLs: READ (3), DELETE (6) and DESCRIBE (8).
+const groupOperations = 1<<3 | 1<<6 | 1<<8
+
+func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, d := range rc.groups().Describe(req.Groups) {
+		sg := kmsg.NewDescribeGroupsResponseGroup()
+		sg.Group = d.Group
+		sg.ErrorCode = errorCode(d.Err)
+		sg.State = d.State
+		sg.ProtocolType = d.ProtocolType
+		sg.Protocol = d.Protocol
+		sg.AuthorizedOperations = -2147483648
+		if req.IncludeAuthorizedOperations {
+			sg.AuthorizedOperations = groupOperations
+		}
+		for _, m := range d.Members {
+			sm := kmsg.NewDescribeGroupsResponseGroupMember()
+			sm.MemberID = m.MemberID
+			sm.InstanceID = m.InstanceID
+			sm.ClientID = m.ClientID
+			sm.ClientHost = m.ClientHost
+			sm.ProtocolMetadata = nonNil(m.Metadata)
+			sm.MemberAssignment = nonNil(m.Assignment)
+			sg.Members = append(sg.Members, sm)
+		}
+		resp.Groups = append(resp.Groups, sg)
+	}
+	return done(resp)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

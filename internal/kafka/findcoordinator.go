@@ -1,0 +1,64 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator v0-v6. v1 adds the key type, v3+ is flexible, v4+ batches
+// keys (KIP-699); v6 only adds the share-group key type (KIP-932).
+//
+// Groups (key type 0) are coordinated by this node; the first lookup
+// creates __consumer_offsets, as Kafka does. Transactions (key type 1) get
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until the transaction coordinator
+// exists: COORDINATOR_NOT_AVAILABLE would be retriable, so the Java client
+// would block initTransactions for max.block.ms and librdkafka and franz-go
+// would retry until their timeouts, while this code fails them at once with
+// the same answer InitProducerId and Produce already give. Share groups
+// (key type 2) and unknown types get INVALID_REQUEST.
+func init() { register(kmsg.FindCoordinator, 0, 6, handleFindCoordinator) }
+
+func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	b := rc.broker()
+	host, port := b.Advertised()
+
+	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		c.NodeID = -1
+		c.Port = -1
+		var msg string
+		switch req.CoordinatorType {
+		case 0:
+			if err := rc.groups().EnsureTopic(rc.ctx); err != nil {
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				msg = err.Error()
+				break
+			}
+			c.NodeID, c.Host, c.Port = b.NodeID(), host, port
+		case 1:
+			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			msg = "transactions are not supported by this broker yet"
+		default:
+			c.ErrorCode = kerr.InvalidRequest.Code
+			msg = "unsupported coordinator key type"
+		}
+		if c.ErrorCode != 0 {
+			c.ErrorMessage = &msg
+		}
+		return c
+	}
+
+	if rc.version() >= 4 {
+		for _, k := range req.CoordinatorKeys {
+			resp.Coordinators = append(resp.Coordinators, answer(k))
+		}
+		return done(resp)
+	}
+	c := answer(req.CoordinatorKey)
+	resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+	resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+	return done(resp)
+}

@@ -1,0 +1,78 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// OffsetCommit v2-v9, what Kafka 4 serves (KIP-896 dropped v0-v1). v2-v4
+// carry a retention time, v5 drops it, v6 adds leader epochs, v7 the static
+// instance id, v8+ is flexible, v9 returns GROUP_ID_NOT_FOUND instead of
+// ILLEGAL_GENERATION for a missing group. Offsets are answered once durable.
+func init() { register(kmsg.OffsetCommit, 2, 9, handleOffsetCommit) }
+
+func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	b := rc.broker()
+	r := group.CommitRequest{
+		Group:       req.Group,
+		MemberID:    req.MemberID,
+		InstanceID:  req.InstanceID,
+		Generation:  req.Generation,
+		RetentionMs: -1,
+	}
+	if v := rc.version(); v <= 4 && req.RetentionTimeMillis >= 0 {
+		r.RetentionMs = req.RetentionTimeMillis
+	}
+	type slot struct{ t, p int }
+	var slots []slot
+	for ti, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for pi, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				epoch := int32(-1)
+				if rc.version() >= 6 {
+					epoch = rp.LeaderEpoch
+				}
+				r.Partitions = append(r.Partitions, group.CommitPartition{Topic: rt.Topic, Partition: rp.Partition,
+					Offset: rp.Offset, LeaderEpoch: epoch, Metadata: rp.Metadata})
+				slots = append(slots, slot{ti, pi})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(r.Partitions) == 0 {
+		return done(resp)
+	}
+	ch := rc.groups().Commit(rc.ctx, r)
+	return func() kmsg.Response {
+		var errs []error
+		select {
+		case errs = <-ch:
+		case <-rc.ctx.Done():
+			errs = make([]error, len(slots))
+			for i := range errs {
+				errs[i] = group.ErrNotAvailable
+			}
+		}
+		for i, s := range slots {
+			code := errorCode(errs[i])
+			if errors.Is(errs[i], group.ErrGroupNotFound) && rc.version() < 9 {
+				code = kerr.IllegalGeneration.Code
+			}
+			resp.Topics[s.t].Partitions[s.p].ErrorCode = code
+		}
+		return resp
+	}
+}

@@ -1,0 +1,97 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// OffsetFetch v1-v9 (Kafka 4's range; KIP-896 dropped v0). v2 adds the
+// top-level error and null topics for "all", v5 leader epochs, v6+ is
+// flexible, v7 require_stable (always stable here: there are no pending
+// transactional offsets yet), v8 several groups per request (KIP-709), v9
+// the KIP-848 member id and epoch, which classic groups do not check.
+// Uncommitted partitions answer offset -1.
+func init() { register(kmsg.OffsetFetch, 1, 9, handleOffsetFetch) }
+
+func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	co := rc.groups()
+
+	fetch := func(id string, topics []group.TopicPartitions) ([]group.FetchedOffset, int16) {
+		offs, err := co.FetchOffsets(id, topics)
+		if err != nil {
+			// Partitions requested still get an entry carrying the error.
+			for _, t := range topics {
+				for _, p := range t.Partitions {
+					offs = append(offs, group.FetchedOffset{Topic: t.Topic, Partition: p, Offset: -1, LeaderEpoch: -1})
+				}
+			}
+		}
+		return offs, errorCode(err)
+	}
+
+	if rc.version() >= 8 {
+		for _, rg := range req.Groups {
+			var topics []group.TopicPartitions
+			if rg.Topics != nil {
+				topics = []group.TopicPartitions{}
+				for _, t := range rg.Topics {
+					topics = append(topics, group.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+			offs, code := fetch(rg.Group, topics)
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group = rg.Group
+			sg.ErrorCode = code
+			for _, o := range offs {
+				if n := len(sg.Topics); n == 0 || sg.Topics[n-1].Topic != o.Topic {
+					st := kmsg.NewOffsetFetchResponseGroupTopic()
+					st.Topic = o.Topic
+					sg.Topics = append(sg.Topics, st)
+				}
+				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				sp.Partition = o.Partition
+				sp.Offset = o.Offset
+				sp.LeaderEpoch = o.LeaderEpoch
+				md := o.Metadata
+				sp.Metadata = &md
+				st := &sg.Topics[len(sg.Topics)-1]
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return done(resp)
+	}
+
+	var topics []group.TopicPartitions
+	if req.Topics != nil || rc.version() < 2 {
+		topics = []group.TopicPartitions{}
+		for _, t := range req.Topics {
+			topics = append(topics, group.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
+		}
+	}
+	offs, code := fetch(req.Group, topics)
+	resp.ErrorCode = code
+	for _, o := range offs {
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != o.Topic {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = o.Topic
+			resp.Topics = append(resp.Topics, st)
+		}
+		sp := kmsg.NewOffsetFetchResponseTopicPartition()
+		sp.Partition = o.Partition
+		sp.Offset = o.Offset
+		sp.LeaderEpoch = o.LeaderEpoch
+		md := o.Metadata
+		sp.Metadata = &md
+		if rc.version() < 2 {
+			// v1 has no top-level error: it goes on every partition.
+			sp.ErrorCode = code
+		}
+		st := &resp.Topics[len(resp.Topics)-1]
+		st.Partitions = append(st.Partitions, sp)
+	}
+	return done(resp)
+}
