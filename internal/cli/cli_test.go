@@ -5,27 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluice-mq/sluice/internal/testbroker"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // startBroker is the single place the tests get a broker from. It returns a
 // seed address on 127.0.0.1; swap the body for the real sluice server when it
 // is ready, the tests only speak Kafka to it.
+// startBroker starts the real sluice broker in-process for one test.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0))
-	if err != nil {
-		t.Fatalf("starting kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return testbroker.Start(t).Addr()
 }
 
 type result struct {
@@ -267,14 +263,15 @@ func TestProduceOptions(t *testing.T) {
 			t.Fatalf("%s: stderr %q, want %q", line, r.stderr, want)
 		}
 		want := fmt.Sprintf("2 %d %s\n", i, line)
-		// With acks=0 the flush returns once the request is written, so
-		// the broker may append it a moment later: poll briefly.
+		// With acks=0 the flush returns once the request is written, and
+		// with acks=1 once the broker wrote it but before it is durable;
+		// consumers see records only when durable, so poll briefly.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			out := mustRun(t, addr, "", "consume", "opts", "--partition", "2", "--offset", strconv.Itoa(i), "--max", "1", "--format", `%p %o %v\n`)
 			if out == want {
 				break
 			}
-			if c.acks != "0" || time.Now().After(deadline) {
+			if c.acks == "all" || time.Now().After(deadline) {
 				t.Fatalf("consume back: got %q want %q", out, want)
 			}
 		}
@@ -286,7 +283,14 @@ func TestProduceOptions(t *testing.T) {
 		}
 	}
 
-	wantErr(t, run(t, addr, "x\n", "produce", "nope"), ErrUnknownTopic, `unknown topic "nope"`)
+	// Auto-creation is on by default, as in Kafka: producing creates the
+	// topic. With it off the unknown topic is a clear error.
+	mustRun(t, addr, "x\n", "produce", "auto")
+	if out := mustRun(t, addr, "", "consume", "auto", "--format", `%v\n`); out != "x\n" {
+		t.Fatalf("auto-created topic holds %q", out)
+	}
+	noAuto := testbroker.Start(t, testbroker.WithAutoCreateTopics(false)).Addr()
+	wantErr(t, run(t, noAuto, "x\n", "produce", "nope"), ErrUnknownTopic, `unknown topic "nope"`)
 	wantErr(t, run(t, addr, "x\n", "produce", "opts", "--partition", "4"), ErrUnknownPartition, `topic "opts" has 4 partitions (0..3)`)
 	wantErr(t, run(t, addr, "", "consume", "nope"), ErrUnknownTopic, `unknown topic "nope"`)
 	wantErr(t, run(t, addr, "", "consume", "opts", "--partition", "9"), ErrUnknownPartition, "unknown partition 9")
@@ -313,7 +317,7 @@ func produceAt(t *testing.T, addr, topic string, p int32, at []time.Time) {
 func TestConsumeStart(t *testing.T) {
 	t.Parallel()
 	addr := startBroker(t)
-	mustRun(t, addr, "", "topic", "create", "five", "--partitions", "1")
+	mustRun(t, addr, "", "topic", "create", "five", "--partitions", "1", "--config", "retention.ms=-1") // records are stamped in January
 	base := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	var at []time.Time
 	for i := range 5 {
