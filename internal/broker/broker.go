@@ -33,6 +33,8 @@ type Config struct {
 	TopicDefaults map[string]string
 	// Static are extra broker configs reported by DescribeConfigs.
 	Static map[string]string
+	// DataDir is the log directory reported by DescribeLogDirs.
+	DataDir string
 }
 
 // Broker is one node's view of the cluster.
@@ -73,6 +75,9 @@ func (b *Broker) Advertised() (string, int32) { return b.cfg.AdvertisedHost, b.c
 func (b *Broker) AdvertisedAddr() string {
 	return net.JoinHostPort(b.cfg.AdvertisedHost, strconv.Itoa(int(b.cfg.AdvertisedPort)))
 }
+
+// DataDir is the node's data directory.
+func (b *Broker) DataDir() string { return b.cfg.DataDir }
 
 // AutoCreate reports whether topics are created on first metadata request.
 func (b *Broker) AutoCreate() bool { return b.cfg.AutoCreateTopics }

@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		TopicDefaults:     cfg.TopicDefaults,
+		DataDir:           cfg.DataDir,
 		Static: map[string]string{
 			"socket.request.max.bytes": strconv.Itoa(int(cfg.MaxRequestBytes)),
 			"log.dirs":                 cfg.DataDir,

@@ -1,0 +1,85 @@
+package compat
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// TestAdminExtras covers the admin APIs whose answers follow from sluice's
+// design (one log directory, no replicas to move or elect, no authorizer):
+// DescribeLogDirs, ElectLeaders, partition reassignments and ACLs.
+func TestAdminExtras(t *testing.T) {
+	b := startBroker(t)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
+	produceKgo(t, b.Addr(), topic, sampleRecords(50, sampleOpts{}))
+	br := seed(t, b.Addr())
+
+	t.Run("DescribeLogDirs", func(t *testing.T) {
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		resp := request[*kmsg.DescribeLogDirsResponse](t, br, req)
+		if len(resp.Dirs) != 1 || resp.Dirs[0].ErrorCode != 0 || resp.Dirs[0].Dir == "" {
+			t.Fatalf("want one healthy log dir, got %+v", resp.Dirs)
+		}
+		var size int64
+		for _, dt := range resp.Dirs[0].Topics {
+			if dt.Topic == topic {
+				for _, p := range dt.Partitions {
+					size += p.Size
+				}
+			}
+		}
+		if size <= 0 {
+			t.Fatalf("topic %s reported %d bytes after 50 records", topic, size)
+		}
+		if resp.Dirs[0].TotalBytes <= 0 || resp.Dirs[0].UsableBytes <= 0 {
+			t.Fatalf("total/usable bytes %d/%d", resp.Dirs[0].TotalBytes, resp.Dirs[0].UsableBytes)
+		}
+	})
+
+	t.Run("ElectLeaders", func(t *testing.T) {
+		req := kmsg.NewPtrElectLeadersRequest()
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []int32{0, 5}
+		req.Topics = append(req.Topics, rt)
+		resp := request[*kmsg.ElectLeadersResponse](t, br, req)
+		ps := resp.Topics[0].Partitions
+		wantCode(t, "elect partition 0", ps[0].ErrorCode, kerr.ElectionNotNeeded)
+		wantCode(t, "elect partition 5 of 2", ps[1].ErrorCode, kerr.UnknownTopicOrPartition)
+	})
+
+	t.Run("PartitionReassignments", func(t *testing.T) {
+		list := request[*kmsg.ListPartitionReassignmentsResponse](t, br, kmsg.NewPtrListPartitionReassignmentsRequest())
+		if list.ErrorCode != 0 || len(list.Topics) != 0 {
+			t.Fatalf("list reassignments: code %d, %d topics", list.ErrorCode, len(list.Topics))
+		}
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = topic
+		for _, replicas := range [][]int32{{0}, {3}, nil} {
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Replicas = replicas
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp := request[*kmsg.AlterPartitionAssignmentsResponse](t, br, req)
+		ps := resp.Topics[0].Partitions
+		wantCode(t, "reassign to the current broker", ps[0].ErrorCode, nil)
+		wantCode(t, "reassign to a missing broker", ps[1].ErrorCode, kerr.InvalidReplicaAssignment)
+		wantCode(t, "cancel a reassignment", ps[2].ErrorCode, kerr.NoReassignmentInProgress)
+	})
+
+	t.Run("ACLs", func(t *testing.T) {
+		resp := request[*kmsg.DescribeACLsResponse](t, br, kmsg.NewPtrDescribeACLsRequest())
+		wantCode(t, "describe ACLs", resp.ErrorCode, kerr.SecurityDisabled)
+		creq := kmsg.NewPtrCreateACLsRequest()
+		creq.Creations = append(creq.Creations, kmsg.NewCreateACLsRequestCreation())
+		cresp := request[*kmsg.CreateACLsResponse](t, br, creq)
+		wantCode(t, "create ACL", cresp.Results[0].ErrorCode, kerr.SecurityDisabled)
+	})
+}
