@@ -145,6 +145,19 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 	for p, e := range endOffs {
 		inLog += e - startOffs[p]
 	}
+	// acks=0 and acks=1 promises complete before the records are visible
+	// to consumers (acks=0: once sent; acks=1: before they are durable), so
+	// wait, briefly, for the end offsets to cover what was acknowledged.
+	for deadline := time.Now().Add(10 * time.Second); inLog < rep.Produce.Records && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if endOffs, err = endOffsets(ctx, adm, topic); err != nil {
+			return rep, err
+		}
+		inLog = 0
+		for p, e := range endOffs {
+			inLog += e - startOffs[p]
+		}
+	}
 	logger.Info("consuming", "records", inLog)
 	rep.Consume, err = consume(ctx, cfg, brokers, topic, startOffs, endOffs)
 	rep.Elapsed = time.Since(t0)
