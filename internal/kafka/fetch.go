@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -177,6 +178,8 @@ func checkLeaderEpoch(client, ours int32) int16 {
 }
 
 // waitAny returns true when any of chans fires, false on timeout or close.
+// One select over every channel (reflect.Select for more than one), so a
+// long-polling fetch over many partitions costs no goroutines.
 func waitAny(chans []<-chan struct{}, timeout <-chan time.Time, closed <-chan struct{}) bool {
 	if len(chans) == 1 {
 		select {
@@ -188,29 +191,15 @@ func waitAny(chans []<-chan struct{}, timeout <-chan time.Time, closed <-chan st
 			return false
 		}
 	}
-	fired := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	defer close(stop)
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(closed)})
 	for _, c := range chans {
-		go func() {
-			select {
-			case <-c:
-				select {
-				case fired <- struct{}{}:
-				default:
-				}
-			case <-stop:
-			}
-		}()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
-	select {
-	case <-fired:
-		return true
-	case <-timeout:
-		return false
-	case <-closed:
-		return false
-	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 2
 }
 
 func isClosed(c <-chan struct{}) bool {
