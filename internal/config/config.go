@@ -56,6 +56,11 @@ type Groups struct {
 	MaxSessionTimeout time.Duration `yaml:"max_session_timeout"`
 	// MaxSize caps members per group; 0 is unlimited (group.max.size).
 	MaxSize int32 `yaml:"max_size"`
+	// ConsumerSessionTimeout and ConsumerHeartbeatInterval are for KIP-848
+	// consumer-protocol members (group.consumer.session.timeout.ms,
+	// group.consumer.heartbeat.interval.ms).
+	ConsumerSessionTimeout    time.Duration `yaml:"consumer_session_timeout"`
+	ConsumerHeartbeatInterval time.Duration `yaml:"consumer_heartbeat_interval"`
 }
 
 // Config is the whole broker configuration.
@@ -116,6 +121,8 @@ func Default() Config {
 			InitialRebalanceDelay:         3 * time.Second,
 			MinSessionTimeout:             6 * time.Second,
 			MaxSessionTimeout:             30 * time.Minute,
+			ConsumerSessionTimeout:        45 * time.Second,
+			ConsumerHeartbeatInterval:     5 * time.Second,
 		},
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -196,6 +203,10 @@ func (c *Config) Validate() error {
 		return bad("groups.max_session_timeout", "must be >= groups.min_session_timeout")
 	case g.MaxSize < 0:
 		return bad("groups.max_size", "must be >= 0")
+	case g.ConsumerHeartbeatInterval <= 0:
+		return bad("groups.consumer_heartbeat_interval", "must be > 0")
+	case g.ConsumerSessionTimeout <= g.ConsumerHeartbeatInterval:
+		return bad("groups.consumer_session_timeout", "must be > groups.consumer_heartbeat_interval")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

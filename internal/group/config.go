@@ -33,6 +33,12 @@ type Config struct {
 	// MaxMetadataBytes bounds the metadata of one committed offset
 	// (offset.metadata.max.bytes).
 	MaxMetadataBytes int
+	// ConsumerSessionTimeout is how long a KIP-848 member may go without a
+	// heartbeat (group.consumer.session.timeout.ms).
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is the interval KIP-848 members are told to
+	// heartbeat at (group.consumer.heartbeat.interval.ms).
+	ConsumerHeartbeatInterval time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -46,6 +52,8 @@ func DefaultConfig() Config {
 		MaxSessionTimeout:             30 * time.Minute,
 		MaxSize:                       0,
 		MaxMetadataBytes:              4096,
+		ConsumerSessionTimeout:        45 * time.Second,
+		ConsumerHeartbeatInterval:     5 * time.Second,
 	}
 }
 
@@ -71,6 +79,10 @@ func (c *Config) Validate() error {
 		return bad("max_size", "must be >= 0")
 	case c.MaxMetadataBytes < 0:
 		return bad("max_metadata_bytes", "must be >= 0")
+	case c.ConsumerHeartbeatInterval <= 0:
+		return bad("consumer_heartbeat_interval", "must be > 0")
+	case c.ConsumerSessionTimeout <= c.ConsumerHeartbeatInterval:
+		return bad("consumer_session_timeout", "must be > consumer_heartbeat_interval (%v)", c.ConsumerHeartbeatInterval)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ type stopper interface{ Stop() bool }
 type Coordinator struct {
 	cfg    Config
 	store  Store
+	topics TopicLister // nil: consumer groups see no topics
 	logger *slog.Logger
 	now    func() time.Time
 	spawn  func(func())
@@ -46,6 +47,9 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Coordinator, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{cfg: cfg, store: store, logger: logger, now: time.Now,
 		groups: map[string]*group{}, ctx: ctx, cancel: cancel}
+	if tl, ok := store.(TopicLister); ok {
+		c.topics = tl
+	}
 	c.spawn = func(f func()) {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); f() }()
@@ -319,6 +323,14 @@ func (c *Coordinator) Join(ctx context.Context, r JoinRequest) <-chan JoinResult
 	if g.state == Dead {
 		return fail(ErrNotAvailable, r.MemberID)
 	}
+	if g.cg != nil {
+		// Classic members in a consumer-protocol group (Kafka's online
+		// migration) are not supported; an empty one turns classic.
+		if len(g.cg.members) > 0 {
+			return fail(fmt.Errorf("%w: %s is a consumer-protocol group", ErrInconsistentProtocol, r.Group), r.MemberID)
+		}
+		c.persistOrdered(g, g.toClassic(), func(error) {})
+	}
 	if r.MemberID == "" {
 		return g.joinUnknown(r, ch, fail, now)
 	}
@@ -328,7 +340,8 @@ func (c *Coordinator) Join(ctx context.Context, r JoinRequest) <-chan JoinResult
 // dropIfUnused forgets a group that a failed first join created.
 func (c *Coordinator) dropIfUnused(g *group) {
 	if g.state == Empty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 &&
-		g.generation == 0 && !g.hasStored && g.pendingCommits == 0 {
+		g.generation == 0 && !g.hasStored && g.pendingCommits == 0 &&
+		(g.cg == nil || (len(g.cg.members) == 0 && g.cg.epoch == 0)) && !g.writing {
 		g.state = Dead
 	}
 }
@@ -695,6 +708,12 @@ func (c *Coordinator) Describe(ids []string) []Description {
 			out = append(out, d)
 			continue
 		}
+		if g.cg != nil {
+			// Kafka describes only classic groups here (Dead before v6).
+			c.unlock(g)
+			out = append(out, d)
+			continue
+		}
 		d.State = g.state.String()
 		d.ProtocolType = g.protocolType
 		stable := g.state == Stable
@@ -719,6 +738,7 @@ func (c *Coordinator) Describe(ids []string) []Description {
 // Listed is one group in ListGroups.
 type Listed struct {
 	Group, ProtocolType, State string
+	Type                       string // "classic" or "consumer"
 }
 
 // List lists every group, sorted by id.
@@ -735,8 +755,12 @@ func (c *Coordinator) List() ([]Listed, error) {
 	out := make([]Listed, 0, len(gs))
 	for _, g := range gs {
 		g.mu.Lock()
-		if g.state != Dead {
-			out = append(out, Listed{Group: g.id, ProtocolType: g.protocolType, State: g.state.String()})
+		switch {
+		case g.state == Dead:
+		case g.cg != nil:
+			out = append(out, Listed{Group: g.id, ProtocolType: "consumer", State: g.consumerState(), Type: "consumer"})
+		default:
+			out = append(out, Listed{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"})
 		}
 		g.mu.Unlock()
 	}

@@ -1,13 +1,16 @@
 // Package group is the consumer group coordinator: the classic group
 // protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup with Kafka's states,
 // session and rebalance timeouts, member-id-required joins and static
-// membership) and committed offsets (commit, fetch, delete, expiry).
+// membership), the KIP-848 consumer protocol (ConsumerGroupHeartbeat with
+// server-side uniform and range assignors, member epochs and incremental
+// reconciliation; consumer.go, assign.go, crecords.go) and committed offsets
+// (commit, fetch, delete, expiry).
 //
 // State is kept the way Kafka keeps it: every change that must survive a
 // restart is a record in the internal compacted topic __consumer_offsets,
 // keyed and encoded in Kafka's own formats (OffsetCommitKey/Value,
-// GroupMetadataKey/Value), in the partition abs(javaHashCode(group)) %
-// partitions. On start the coordinator replays those partitions; until it is
+// GroupMetadataKey/Value and KIP-848's ConsumerGroup* records), in the
+// partition abs(javaHashCode(group)) % partitions. On start the coordinator replays those partitions; until it is
 // done it answers COORDINATOR_LOAD_IN_PROGRESS. Because a group lives wholly
 // in one partition, a later cluster mode moves a coordinator by moving the
 // partition's leadership. See docs/groups.md.

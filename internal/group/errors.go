@@ -22,4 +22,13 @@ var (
 	ErrMetadataTooLarge      = errors.New("group: offset metadata too large")                // OFFSET_METADATA_TOO_LARGE
 	ErrUnknownTopic          = errors.New("group: unknown topic or partition")               // UNKNOWN_TOPIC_OR_PARTITION
 	ErrStore                 = errors.New("group: writing to the offsets topic failed")      // COORDINATOR_NOT_AVAILABLE (retriable)
+
+	// KIP-848 (consumer protocol).
+	ErrInvalidRequest       = errors.New("group: invalid request")                                        // INVALID_REQUEST
+	ErrFencedMemberEpoch    = errors.New("group: member epoch fenced")                                    // FENCED_MEMBER_EPOCH
+	ErrStaleMemberEpoch     = errors.New("group: member epoch stale")                                     // STALE_MEMBER_EPOCH
+	ErrUnreleasedInstanceID = errors.New("group: instance id still used by another member")               // UNRELEASED_INSTANCE_ID
+	ErrUnsupportedAssignor  = errors.New("group: unsupported server assignor")                            // UNSUPPORTED_ASSIGNOR
+	ErrInvalidRegex         = errors.New("group: invalid regular expression")                             // INVALID_REGULAR_EXPRESSION
+	ErrUnsupportedVersion   = errors.New("group: request version too old for a consumer-protocol member") // UNSUPPORTED_VERSION
 )

@@ -149,6 +149,10 @@ type group struct {
 	pendingCommits int
 	hasStored      bool // a GroupMetadata record may exist
 
+	cg      *cgroup // KIP-848 state; nil for a classic group
+	wq      []pendingWrite
+	writing bool
+
 	timer   stopper
 	timerAt time.Time
 	effects []func()
@@ -488,6 +492,10 @@ func (g *group) removeMember(m *member, now time.Time) {
 
 // tick runs every timer that is due.
 func (g *group) tick(now time.Time) {
+	if g.cg != nil {
+		g.tickConsumer(now)
+		return
+	}
 	for id, dl := range g.pending {
 		if !now.Before(dl) {
 			delete(g.pending, id)
@@ -537,6 +545,10 @@ func (g *group) nextDeadline() time.Time {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
+	}
+	if g.cg != nil {
+		g.consumerDeadline(consider)
+		return next
 	}
 	for _, t := range g.pending {
 		consider(t)

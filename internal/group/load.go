@@ -47,6 +47,11 @@ func (c *Coordinator) load(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.groups = map[string]*group{}
 	for id, g := range loaded {
+		if g.cg != nil {
+			g.finishConsumerLoad(now)
+			c.groups[id] = g
+			continue
+		}
 		if !g.hasStored && len(g.offsets) == 0 {
 			continue
 		}
@@ -122,6 +127,8 @@ func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[st
 		loaded[d.group] = g
 	}
 	switch d.kind {
+	case 3:
+		g.replayConsumer(d.cons)
 	case 1:
 		if d.offset == nil {
 			delete(g.offsets, d.tp)

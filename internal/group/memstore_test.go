@@ -16,6 +16,14 @@ type memStore struct {
 	parts [][][]byte // partition -> batches
 	next  []int64
 	fail  error // when set, Append fails with it
+
+	topics []TopicMeta // what ListTopics answers (consumer groups)
+}
+
+func (s *memStore) ListTopics() []TopicMeta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]TopicMeta(nil), s.topics...)
 }
 
 func (s *memStore) Partitions() int32 {

@@ -28,6 +28,9 @@ type CommitRequest struct {
 	// broker's retention.
 	RetentionMs int64
 	Partitions  []CommitPartition
+	// Version is the OffsetCommit version: consumer-protocol members must
+	// use v9+ (member epoch in Generation).
+	Version int16
 }
 
 // Commit validates and writes offsets. The result, one error per
@@ -120,6 +123,9 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 func (g *group) validateCommit(r CommitRequest) error {
 	if g.state == Dead {
 		return ErrNotAvailable
+	}
+	if g.cg != nil {
+		return g.validateConsumerCommit(r)
 	}
 	if r.Generation < 0 && g.state == Empty {
 		return nil // a simple (non-member) commit
@@ -243,6 +249,7 @@ func (c *Coordinator) DeleteGroups(ids []string) func() []error {
 				recs = append(recs, kmsg.Record{Key: offsetKey(g.id, k.topic, k.part)})
 			}
 			recs = append(recs, kmsg.Record{Key: groupKey(g.id)})
+			recs = append(recs, g.consumerTombstones()...)
 			g.offsets = map[tp]*offsetEntry{}
 			g.transition(Dead, c.now())
 			done := make(chan struct{})
@@ -348,6 +355,11 @@ func (c *Coordinator) ExpireOffsets() {
 		var base func(e *offsetEntry) int64
 		onlyUnsubscribed := false
 		switch {
+		case g.cg != nil:
+			// Kafka's consumer groups: offsets of topics no member
+			// subscribes to, a retention period after their commit.
+			base = func(e *offsetEntry) int64 { return e.CommitTime }
+			onlyUnsubscribed = true
 		case g.protocolType != "" && g.state == Empty:
 			st := g.stateTime.UnixMilli()
 			base = func(*offsetEntry) int64 { return st }
@@ -380,6 +392,7 @@ func (c *Coordinator) ExpireOffsets() {
 			if g.hasStored {
 				recs = append(recs, kmsg.Record{Key: groupKey(g.id)})
 			}
+			recs = append(recs, g.consumerTombstones()...)
 			g.transition(Dead, now)
 			c.logger.Info("removed empty group without offsets", "group", g.id)
 		}

@@ -13,7 +13,9 @@ import (
 
 // Record formats are Kafka's (see docs/groups.md): the key's leading int16
 // says what the record is. Versions 0 and 1 are offset commits, 2 is group
-// metadata; KIP-848 records (3+) are skipped until that protocol lands.
+// metadata, 3 and 5-8 KIP-848 consumer group records (crecords.go); 4
+// and 16 are read and ignored (topic metadata and regexes are resolved
+// again on load); other types are skipped.
 
 // partitionFor is Kafka's mapping: Utils.abs(groupId.hashCode) % n, where
 // hashCode is Java's String.hashCode over UTF-16 code units.
@@ -122,7 +124,8 @@ func recordCount(b []byte) int {
 
 // decoded is one record of the offsets topic.
 type decoded struct {
-	kind   int // 0 skip, 1 offset, 2 group
+	kind   int // 0 skip, 1 offset, 2 group, 3 consumer group
+	cons   *cdecoded
 	group  string
 	tp     tp
 	offset *kmsg.OffsetCommitValue  // nil: tombstone
@@ -161,6 +164,13 @@ func decodeRecord(key, value []byte) (decoded, error) {
 			}
 			d.meta = v
 		}
+	case recConsumerGroupMetadata, recConsumerGroupMemberMetadata, recConsumerGroupTargetMeta,
+		recConsumerGroupTargetMember, recConsumerGroupCurrentAssign:
+		cd, err := decodeConsumerRecord(ver, key, value)
+		if err != nil {
+			return d, err
+		}
+		d.kind, d.group, d.cons = 3, cd.group, &cd
 	}
 	return d, nil
 }

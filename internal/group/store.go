@@ -36,6 +36,16 @@ type engineStore struct {
 // NewEngineStore is the Store over the broker's log engine.
 func NewEngineStore(e *log.Engine) Store { return &engineStore{e: e} }
 
+// ListTopics lists the engine's topics for consumer-protocol assignors.
+func (s *engineStore) ListTopics() []TopicMeta {
+	ts := s.e.Topics()
+	out := make([]TopicMeta, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, TopicMeta{Name: t.Name, ID: t.ID, Partitions: t.Partitions})
+	}
+	return out
+}
+
 func (s *engineStore) Partitions() int32 {
 	if t, ok := s.e.Topic(Topic); ok {
 		return t.Partitions

@@ -86,6 +86,20 @@ func errorCode(err error) int16 {
 		return kerr.OffsetMetadataTooLarge.Code
 	case errors.Is(err, group.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, group.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, group.ErrFencedMemberEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, group.ErrStaleMemberEpoch):
+		return kerr.StaleMemberEpoch.Code
+	case errors.Is(err, group.ErrUnreleasedInstanceID):
+		return kerr.UnreleasedInstanceID.Code
+	case errors.Is(err, group.ErrUnsupportedAssignor):
+		return kerr.UnsupportedAssignor.Code
+	case errors.Is(err, group.ErrInvalidRegex):
+		return kerr.InvalidRegularExpression.Code
+	case errors.Is(err, group.ErrUnsupportedVersion):
+		return kerr.UnsupportedVersion.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, context.Canceled):

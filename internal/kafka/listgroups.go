@@ -7,7 +7,7 @@ import (
 )
 
 // ListGroups v0-v5. v3+ is flexible, v4 filters by state (KIP-518), v5 by
-// group type (KIP-848; every group here is "classic"). Filters compare
+// group type (KIP-848: "classic" or "consumer"). Filters compare
 // case-insensitively, as Kafka's do.
 func init() { register(kmsg.ListGroups, 0, 5, handleListGroups) }
 
@@ -31,14 +31,14 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		return false
 	}
 	for _, g := range groups {
-		if !match(req.StatesFilter, g.State) || !match(req.TypesFilter, "classic") {
+		if !match(req.StatesFilter, g.State) || !match(req.TypesFilter, g.Type) {
 			continue
 		}
 		sg := kmsg.NewListGroupsResponseGroup()
 		sg.Group = g.Group
 		sg.ProtocolType = g.ProtocolType
 		sg.GroupState = g.State
-		sg.GroupType = "classic"
+		sg.GroupType = g.Type
 		resp.Groups = append(resp.Groups, sg)
 	}
 	return done(resp)

@@ -13,6 +13,8 @@ import (
 // carry a retention time, v5 drops it, v6 adds leader epochs, v7 the static
 // instance id, v8+ is flexible, v9 returns GROUP_ID_NOT_FOUND instead of
 // ILLEGAL_GENERATION for a missing group. Offsets are answered once durable.
+// In a KIP-848 group the generation is the member epoch (v9+ only;
+// STALE_MEMBER_EPOCH when it is not the member's).
 func init() { register(kmsg.OffsetCommit, 2, 9, handleOffsetCommit) }
 
 func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -25,6 +27,7 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		InstanceID:  req.InstanceID,
 		Generation:  req.Generation,
 		RetentionMs: -1,
+		Version:     rc.version(),
 	}
 	if v := rc.version(); v <= 4 && req.RetentionTimeMillis >= 0 {
 		r.RetentionMs = req.RetentionTimeMillis

@@ -10,7 +10,8 @@ import (
 // top-level error and null topics for "all", v5 leader epochs, v6+ is
 // flexible, v7 require_stable (always stable here: there are no pending
 // transactional offsets yet), v8 several groups per request (KIP-709), v9
-// the KIP-848 member id and epoch, which classic groups do not check.
+// the KIP-848 member id and epoch, checked against consumer-protocol groups
+// (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) and not against classic ones.
 // Uncommitted partitions answer offset -1.
 func init() { register(kmsg.OffsetFetch, 1, 9, handleOffsetFetch) }
 
@@ -41,7 +42,13 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					topics = append(topics, group.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			offs, code := fetch(rg.Group, topics)
+			var offs []group.FetchedOffset
+			var code int16
+			if err := co.ValidateFetch(rg.Group, rg.MemberID, rg.MemberEpoch); err != nil {
+				code = errorCode(err)
+			} else {
+				offs, code = fetch(rg.Group, topics)
+			}
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
 			sg.ErrorCode = code

@@ -147,6 +147,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	gcfg.MinSessionTimeout = cfg.Groups.MinSessionTimeout
 	gcfg.MaxSessionTimeout = cfg.Groups.MaxSessionTimeout
 	gcfg.MaxSize = int(cfg.Groups.MaxSize)
+	gcfg.ConsumerSessionTimeout = cfg.Groups.ConsumerSessionTimeout
+	gcfg.ConsumerHeartbeatInterval = cfg.Groups.ConsumerHeartbeatInterval
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		ln.Close()
