@@ -40,6 +40,10 @@ func errorCode(err error) int16 {
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, log.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, log.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, log.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, log.ErrStorage):

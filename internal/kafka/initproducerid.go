@@ -5,18 +5,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerId v0-v4 for idempotent (non-transactional) producers: each
-// call gets a fresh durable producer id at epoch 0. Transactional ids arrive
-// with the transaction coordinator.
-func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
+// InitProducerId v0-v5 for idempotent (non-transactional) producers.
+// Transactional ids arrive with the transaction coordinator; until then
+// they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+//
+// Without a transactional id Kafka's TransactionCoordinator "always blindly
+// accepts the request and returns a new producerId" at epoch 0, whatever
+// producer id and epoch (v3+, KIP-360) the client passes: an idempotent
+// producer bumps its epoch locally (KIP-360) and asks the broker only when
+// the epoch would overflow, and only a transactional id ties two producer
+// instances together, so there is nothing to fence. sluice does the same.
+// As Kafka's KafkaApis, a v3+ request passing only one of producer id and
+// epoch is INVALID_REQUEST. v4 allows PRODUCER_FENCED and v5 (KIP-890)
+// TRANSACTION_ABORTABLE, neither of which a non-transactional init returns.
+func init() { register(kmsg.InitProducerID, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID = -1
 	resp.ProducerEpoch = -1
+	// Kafka's order: transactional id authorization, then the id/epoch pair.
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp)
+	}
+	if req.Version >= 3 && (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
 		return done(resp)
 	}
 	id, err := rc.broker().Engine().NextProducerID(rc.ctx)

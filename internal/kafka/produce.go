@@ -52,6 +52,11 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			switch {
 			case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case log.IsInternalTopic(rt.Topic):
+				// As Kafka's ReplicaManager: clients never write internal
+				// topics (the group coordinator appends to the log itself).
+				sp.ErrorCode = kerr.InvalidTopicException.Code
+				sp.ErrorMessage = internalTopicMessage(rt.Topic)
 			case err != nil:
 				sp.ErrorCode = errorCode(err)
 			case req.TransactionID != nil:
@@ -125,6 +130,11 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		return resp
 	}
+}
+
+func internalTopicMessage(topic string) *string {
+	s := "Cannot append to internal topic " + topic
+	return &s
 }
 
 // waitDurable blocks until the partition's high watermark passes last.

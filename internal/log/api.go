@@ -22,6 +22,10 @@ var (
 	ErrOffsetOutOfRange        = errors.New("log: offset out of range")        // OFFSET_OUT_OF_RANGE
 	ErrStorage                 = errors.New("log: storage error")              // KAFKA_STORAGE_ERROR
 	ErrClosed                  = errors.New("log: engine closed")              // NOT_LEADER_OR_FOLLOWER (retriable)
+
+	// Idempotent producer state (Kafka's ProducerAppendInfo checks).
+	ErrOutOfOrderSequence   = errors.New("log: out of order sequence number") // OUT_OF_ORDER_SEQUENCE_NUMBER
+	ErrInvalidProducerEpoch = errors.New("log: invalid producer epoch")       // INVALID_PRODUCER_EPOCH
 )
 
 // FlushMode says when the WAL is fsynced.

@@ -1,13 +1,15 @@
 // Package log is sluice's storage engine: topics and partitions, the append
 // path (validation, offset assignment, group-committed WAL), reads from an
 // in-memory tail and from immutable data objects, the offset and time
-// indexes, retention, DeleteRecords and log compaction.
+// indexes, retention, DeleteRecords and log compaction, and the per-partition
+// idempotent producer state (duplicate, sequence and epoch checks on append,
+// snapshotted at roll time, rebuilt at Open).
 //
 // It owns the WAL directory, every object under the "data/" prefix of the
 // object store, and the "log/" prefix of the meta store (key layout and file
-// formats: docs/formats.md). It does not own the Kafka protocol, idempotence
-// or transactions (broker/txn check producer state before calling Append),
-// consumer groups, or leadership: in single-node mode the leader epoch is 0.
+// formats: docs/formats.md). It does not own the Kafka protocol, producer id
+// allocation policy or transactions, consumer groups, or leadership: in
+// single-node mode the leader epoch is 0.
 //
 // Durability contract: Append with acks=-1 returns once the WAL write holding
 // the batches is durable under the flush mode; acks=0/1 once it is written to
@@ -18,12 +20,15 @@
 // Lock order (outer first): Engine.adminMu, Engine.mu, Partition.mu,
 // Engine.objMu, wal.Writer.mu; Partition.hwMu and the block cache lock are
 // leaves. The WAL writer goroutine calls back into partitions (advanceHW)
-// holding no lock.
+// holding no lock. Partition.producers is guarded by Partition.mu;
+// Partition.rolledProducers/rolledUpTo and Engine.prodDirty belong to the
+// roller goroutine, which takes Partition.mu only to read "deleted".
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
 // partition.go (append, HW, waits), read.go (reads, object access, cache),
 // roll.go (WAL -> objects: adopt the file on a local store, else build),
 // recover.go (startup), retention.go (retention,
 // DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
-// lookups), metastate.go (meta keys and records), metrics.go.
+// lookups), producer.go (idempotent producer state and its snapshots),
+// metastate.go (meta keys and records), metrics.go.
 package log

@@ -54,6 +54,11 @@ type Config struct {
 	// are slowed rather than the backlog (memory, replay time) growing
 	// without bound (default 4).
 	MaxPendingSegments int
+	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a
+	// producer's idempotence state in a partition is dropped once its last
+	// batch's timestamp is this old (default 24 h). A broker setting, not a
+	// topic config.
+	ProducerIDExpiration time.Duration
 }
 
 // DefaultConfig returns the defaults with WAL files in dir.
@@ -70,6 +75,7 @@ func DefaultConfig(dir string) Config {
 		BlockCacheBytes:        64 << 20,
 		PackedObjectBytes:      4 << 20,
 		MaxPendingSegments:     4,
+		ProducerIDExpiration:   24 * time.Hour,
 	}
 }
 
@@ -86,6 +92,8 @@ func (c *Config) Validate() error {
 		return errors.New("log: Config.FlushInterval must be > 0 with FlushInterval")
 	case c.WALSegmentBytes < 0 || c.RollInterval < 0 || c.RetentionCheckInterval < 0:
 		return errors.New("log: Config.WALSegmentBytes, RollInterval and RetentionCheckInterval must be >= 0")
+	case c.ProducerIDExpiration < 0:
+		return errors.New("log: Config.ProducerIDExpiration (producer.id.expiration.ms) must be >= 0")
 	}
 	return nil
 }
@@ -118,6 +126,9 @@ func (c *Config) fill() {
 	}
 	if c.MaxPendingSegments <= 0 {
 		c.MaxPendingSegments = d.MaxPendingSegments
+	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = d.ProducerIDExpiration
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -155,6 +166,10 @@ type Engine struct {
 	rolledUpTo atomic.Uint64 // highest WAL seq rolled (for tests and forceRoll)
 
 	tailBytes atomic.Int64 // owned rolled tail bytes across partitions
+
+	// prodDirty: partitions whose rolled producer state changed since it
+	// was last persisted. Owned by the roller goroutine.
+	prodDirty map[*Partition]struct{}
 
 	seqMu    sync.Mutex
 	objNext  int64

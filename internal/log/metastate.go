@@ -23,6 +23,7 @@ import (
 //	log/wal/rolled                         highest WAL segment seq fully rolled (decimal)
 //	log/seq/object                         next unallocated object sequence (decimal)
 //	log/seq/producer                       next unallocated producer id (decimal)
+//	log/producers/<topic id hex>/<%010d part> producer state snapshot (binary, producer.go)
 const (
 	keyTopics     = "log/topics/"
 	keyPState     = "log/pstate/"
@@ -30,6 +31,7 @@ const (
 	keyRolled     = "log/wal/rolled"
 	keySeqObject  = "log/seq/object"
 	keySeqProduce = "log/seq/producer"
+	keyProducers  = "log/producers/"
 	// objectPrefix is where data objects live in the object store.
 	objectPrefix = "data/"
 )
@@ -63,8 +65,19 @@ func pstateKey(id [16]byte, partition int32) string {
 
 func pstatePrefix(id [16]byte) string { return keyPState + hex.EncodeToString(id[:]) + "/" }
 
+func producersKey(id [16]byte, partition int32) string {
+	return fmt.Sprintf("%s%s/%010d", keyProducers, hex.EncodeToString(id[:]), partition)
+}
+
+func producersPrefix(id [16]byte) string { return keyProducers + hex.EncodeToString(id[:]) + "/" }
+
 func parsePStateKey(k string) (id [16]byte, partition int32, ok bool) {
-	rest := strings.TrimPrefix(k, keyPState)
+	return parsePartitionKey(k, keyPState)
+}
+
+// parsePartitionKey parses "<prefix><topic id hex>/<partition>".
+func parsePartitionKey(k, prefix string) (id [16]byte, partition int32, ok bool) {
+	rest := strings.TrimPrefix(k, prefix)
 	tid, part, found := strings.Cut(rest, "/")
 	raw, err := hex.DecodeString(tid)
 	if !found || err != nil || len(raw) != 16 {

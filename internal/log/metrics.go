@@ -19,6 +19,7 @@ type metrics struct {
 	compactions   prometheus.Counter
 	cacheHits     prometheus.Counter
 	cacheMisses   prometheus.Counter
+	duplicates    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,10 +48,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		compactions:  c("compactions_total", "Partition compactions completed."),
 		cacheHits:    c("block_cache_hits_total", "Object block cache hits."),
 		cacheMisses:  c("block_cache_misses_total", "Object block cache misses."),
+		duplicates:   c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
-			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses)
+			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates)
 	}
 	return m
 }

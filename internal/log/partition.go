@@ -35,6 +35,14 @@ type Partition struct {
 	deleted  bool
 	logStart atomic.Int64
 	hw       atomic.Int64
+	// producers is the idempotence state of the log as appended
+	// (producer.go); guarded by mu.
+	producers producers
+	// rolledProducers is that state as of the rolled WAL segments, covering
+	// producer batches below rolledUpTo; what a roll persists. Owned by the
+	// roller goroutine (and Open before it starts).
+	rolledProducers producers
+	rolledUpTo      int64
 
 	lsMu sync.Mutex // serializes durable log start changes
 
@@ -70,11 +78,35 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 		return AppendResult{}, mapBatchErr(err)
 	}
 	n := len(records) + sum.Batches*wal.EntryHeaderSize
+	pa := producerAppend{id: -1}
+	if sum.ProducerBatches > 0 {
+		if sum.Batches > 1 {
+			// Kafka takes exactly one batch per partition from produce v3+,
+			// the versions idempotent producers use.
+			return AppendResult{}, fmt.Errorf("%w: a produce payload with a producer id must hold exactly one batch, not %d",
+				ErrInvalidRecord, sum.Batches)
+		}
+		pa = readProducerAppend(records)
+	}
 
 	p.mu.Lock()
 	if p.deleted {
 		p.mu.Unlock()
 		return AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+	}
+	if pa.id >= 0 {
+		// Checked and recorded under p.mu, with offset assignment, so
+		// concurrent retries of one batch cannot both be appended.
+		dup, err := p.producers.check(&pa)
+		if err != nil {
+			p.mu.Unlock()
+			return AppendResult{}, fmt.Errorf("%w (%s-%d)", err, p.t.name, p.id)
+		}
+		if dup != nil {
+			d := *dup
+			p.mu.Unlock()
+			return p.duplicate(ctx, d, acks, cfg.LogAppendTime)
+		}
 	}
 	base := p.next
 	end := base + sum.Records
@@ -104,6 +136,10 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 		p.tail = append(p.tail, tailBatch{base: off, last: last, maxTS: batch.MaxTimestamp(bt), data: bt})
 		off = last + 1
 		buf, src = buf[wal.EntryHeaderSize+size:], src[size:]
+	}
+	if pa.id >= 0 {
+		p.producers.record(&pa, producerBatch{firstSeq: pa.firstSeq, lastSeq: pa.lastSeq,
+			base: base, last: end - 1, ts: p.tail[len(p.tail)-1].maxTS})
 	}
 	p.next = end
 	p.mu.Unlock()

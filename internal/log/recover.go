@@ -62,6 +62,30 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 		p.logStart.Store(ls)
 	}
 
+	// Producer state snapshots: the state as of the rolled segments.
+	if kvs, err = e.md.List(ctx, keyProducers); err != nil {
+		return 0, storageErr("list producer state", err)
+	}
+	cutoff := e.producerCutoff()
+	for _, kv := range kvs {
+		id, part, ok := parsePartitionKey(kv.Key, keyProducers)
+		p := (*Partition)(nil)
+		if ok {
+			p = e.partitionByID(id, part)
+		}
+		if p == nil {
+			stale = append(stale, meta.Delete(kv.Key))
+			continue
+		}
+		upTo, ps, err := decodeProducers(kv.Value)
+		if err != nil {
+			return 0, storageErr("producer state "+kv.Key, err)
+		}
+		ps.expire(cutoff)
+		p.rolledProducers, p.rolledUpTo = ps, upTo
+		p.producers = ps.clone()
+	}
+
 	var marker uint64
 	if kv, err := e.md.Get(ctx, keyRolled); err == nil {
 		if marker, err = strconv.ParseUint(string(kv.Value), 10, 64); err != nil {
@@ -117,6 +141,11 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			if p == nil {
 				continue
 			}
+			if batch.BaseOffset(ent.Batch) >= p.rolledUpTo {
+				// Not in the snapshot; the roller folds it into the
+				// rolled state when it rolls this segment again.
+				p.producers.fold(ent.Batch)
+			}
 			last := batch.LastOffset(ent.Batch)
 			if last < p.next {
 				continue // already in an object
@@ -129,7 +158,10 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 	}
 	// Everything replayed is on disk (and was fsynced by Recover if cut),
 	// so it is readable: the high watermark is the log end.
-	e.forEachPartition(func(p *Partition) { p.hw.Store(p.next) })
+	e.forEachPartition(func(p *Partition) {
+		p.hw.Store(p.next)
+		p.producers.expire(cutoff)
+	})
 	if len(e.rollQueue) > 0 {
 		e.rollKick <- struct{}{}
 	}

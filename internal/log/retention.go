@@ -9,8 +9,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/meta"
 )
 
-// cleanLoop runs retention, compaction and object garbage collection every
-// RetentionCheckInterval.
+// cleanLoop runs retention, compaction, producer state expiry and object
+// garbage collection every RetentionCheckInterval.
 func (e *Engine) cleanLoop() {
 	defer e.bg.Done()
 	t := time.NewTicker(e.cfg.RetentionCheckInterval)
@@ -33,12 +33,14 @@ func (e *Engine) cleanOnce(ctx context.Context) {
 		topics = append(topics, t)
 	}
 	e.mu.RUnlock()
+	cutoff := e.producerCutoff()
 	for _, t := range topics {
 		cfg := t.cfg.Load()
 		for _, p := range t.partitions() {
 			if ctx.Err() != nil {
 				return
 			}
+			p.expireProducers(cutoff)
 			if cfg.Delete {
 				if err := p.applyRetention(ctx); err != nil {
 					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)

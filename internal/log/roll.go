@@ -152,6 +152,7 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 		if r.p == nil {
 			continue // deleted topic
 		}
+		e.foldRolled(r.p, ent.Batch)
 		r.batches = append(r.batches, ent.Batch)
 		r.bytes += int64(len(ent.Batch))
 		r.last = batch.LastOffset(ent.Batch)
@@ -214,6 +215,9 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 		objs = append(objs, built{key: key, rec: objectRecord{Gen: gen, WALSeq: seq, Size: int64(len(body)), Extents: exts}, runs: g})
 	}
 
+	if err := e.persistProducers(ctx); err != nil {
+		return err
+	}
 	// Register. The marker goes in the last Txn: objects of a segment whose
 	// marker never landed are discarded at Open, so a split registration
 	// is still all-or-nothing.
@@ -311,6 +315,9 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 		return false, fmt.Errorf("adopt WAL segment %d as %s: %w", seq, key, err)
 	}
 	e.m.objectBytes.Add(float64(len(footer))) // the data itself was counted by the WAL
+	if err := e.persistProducers(ctx); err != nil {
+		return false, err
+	}
 	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, Extents: exts, WAL: true}
 	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec)),
 		meta.Put(keyRolled, []byte(strconv.FormatUint(seq, 10)))); err != nil {
@@ -339,12 +346,13 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 
 // planAdoption scans a WAL segment and returns one extent per live
 // partition (sorted by topic ID and partition) with its dense index, and
-// where the valid entries end.
+// where the valid entries end. It folds the segment's producer batches into
+// the rolled producer state (idempotent if the roll is retried).
 func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexEntry, int64, int64) {
 	s := wal.ScanHeaders(data)
 	type acc struct {
-		i    int // into exts, -1 for a deleted topic
-		next int64
+		i int // into exts, -1 for a deleted topic
+		p *Partition
 	}
 	byKey := map[[20]byte]*acc{}
 	var exts []segment.Extent
@@ -359,7 +367,7 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 		if a == nil {
 			a = &acc{i: -1}
 			byKey[k] = a
-			if e.partitionByID(ent.TopicID, ent.Partition) != nil {
+			if a.p = e.partitionByID(ent.TopicID, ent.Partition); a.p != nil {
 				a.i = len(exts)
 				exts = append(exts, segment.Extent{TopicID: ent.TopicID, Partition: ent.Partition,
 					Base: base, Last: base - 1, Pos: ent.Pos, MaxTS: math.MinInt64, MaxTSOffset: -1})
@@ -369,6 +377,7 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 		if a.i < 0 {
 			continue
 		}
+		e.foldRolled(a.p, bt)
 		x := &exts[a.i]
 		idx[a.i] = append(idx[a.i], segment.IndexEntry{Offset: base, RelPos: uint32(ent.Pos - x.Pos), SpanMaxTS: maxTS})
 		x.Size += int64(len(bt))

@@ -35,6 +35,11 @@ func (t *topic) info() TopicInfo {
 		Configs: maps.Clone(t.overrides), Internal: t.internal}
 }
 
+// IsInternalTopic reports whether name is an internal topic: Kafka's
+// (__consumer_offsets, __transaction_state) or sluice's own (__sluice*).
+// Clients may read them but not produce to them.
+func IsInternalTopic(name string) bool { return isInternal(name) }
+
 // isInternal marks Kafka's internal topics and sluice's own.
 func isInternal(name string) bool {
 	return name == "__consumer_offsets" || name == "__transaction_state" || strings.HasPrefix(name, "__sluice")
@@ -113,7 +118,8 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
 	}
-	if err := e.md.Txn(ctx, nil, meta.Delete(keyTopics+name), meta.DeletePrefix(pstatePrefix(t.id))); err != nil {
+	if err := e.md.Txn(ctx, nil, meta.Delete(keyTopics+name), meta.DeletePrefix(pstatePrefix(t.id)),
+		meta.DeletePrefix(producersPrefix(t.id))); err != nil {
 		return fmt.Errorf("%w: delete topic: %v", ErrStorage, err)
 	}
 	e.mu.Lock()

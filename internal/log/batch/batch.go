@@ -135,6 +135,30 @@ func LastOffset(b []byte) int64 {
 // MaxTimestamp reads the maxTimestamp field.
 func MaxTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[OffMaxTimestamp:])) }
 
+// ProducerID reads the producerId field (-1: no producer id).
+func ProducerID(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[OffProducerID:])) }
+
+// ProducerEpoch reads the producerEpoch field.
+func ProducerEpoch(b []byte) int16 { return int16(binary.BigEndian.Uint16(b[OffProducerEpoch:])) }
+
+// BaseSequence reads the baseSequence field.
+func BaseSequence(b []byte) int32 { return int32(binary.BigEndian.Uint32(b[OffBaseSequence:])) }
+
+// LastSequence is the sequence of the batch's last record: baseSequence +
+// lastOffsetDelta, wrapping past MaxInt32 to 0 as Kafka's
+// DefaultRecordBatch.incrementSequence does.
+func LastSequence(b []byte) int32 {
+	return IncrementSequence(BaseSequence(b), int32(binary.BigEndian.Uint32(b[OffLastOffsetDelta:])))
+}
+
+// IncrementSequence adds inc to seq, wrapping past MaxInt32 to 0.
+func IncrementSequence(seq, inc int32) int32 {
+	if seq > math.MaxInt32-inc {
+		return inc - (math.MaxInt32 - seq) - 1
+	}
+	return seq + inc
+}
+
 // Attributes reads the attributes field.
 func Attributes(b []byte) int16 { return int16(binary.BigEndian.Uint16(b[OffAttributes:])) }
 
@@ -198,6 +222,9 @@ type Limits struct {
 type Summary struct {
 	Batches int
 	Records int64 // sum of lastOffsetDelta+1 over all batches
+	// ProducerBatches counts batches with a producer id (>= 0): idempotent
+	// or transactional batches, which the log checks against producer state.
+	ProducerBatches int
 }
 
 // Validate checks every batch in a produce payload (one or more v2 batches)
@@ -219,6 +246,9 @@ func Validate(b []byte, lim Limits) (Summary, error) {
 		n, recs, err := validateOne(b, lim)
 		if err != nil {
 			return s, err
+		}
+		if ProducerID(b) >= 0 {
+			s.ProducerBatches++
 		}
 		s.Batches++
 		s.Records += recs
@@ -271,6 +301,10 @@ func validateOne(b []byte, lim Limits) (int, int64, error) {
 	}
 	if lastDelta < 0 || int64(lastDelta)+1 != int64(count) {
 		return 0, 0, fmt.Errorf("%w: lastOffsetDelta %d does not match record count %d", ErrInvalidRecord, lastDelta, count)
+	}
+	if ProducerID(bt) >= 0 && BaseSequence(bt) < 0 {
+		// As Kafka's LogValidator: a batch with a producer id must carry a sequence.
+		return 0, 0, fmt.Errorf("%w: sequence %d in a batch with producer id %d", ErrInvalidRecord, BaseSequence(bt), ProducerID(bt))
 	}
 	first := int64(binary.BigEndian.Uint64(bt[OffFirstTimestamp:]))
 	if !lim.SkipTimestamps {

@@ -1,0 +1,363 @@
+package log
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// Idempotent producer state, per partition, with Kafka's semantics
+// (ProducerStateManager / ProducerAppendInfo, 3.x+):
+//
+//   - for each producer id: its epoch and its last 5 batches (first and last
+//     sequence, first and last offset, max timestamp);
+//   - a batch equal to one of those 5 (same epoch, same first and last
+//     sequence) is a duplicate: it is not appended again and the append
+//     answers with the original offsets;
+//   - an older epoch is INVALID_PRODUCER_EPOCH (Kafka replaced
+//     PRODUCER_FENCED with it on produce in 2.7, KIP-588); a newer epoch
+//     must start at sequence 0; the same epoch must continue at the last
+//     sequence + 1 (wrapping from MaxInt32 to 0); otherwise
+//     OUT_OF_ORDER_SEQUENCE_NUMBER;
+//   - an unknown producer id is accepted at any sequence: since KIP-360
+//     (2.5) Kafka keeps state until producer.id.expiration.ms and accepts
+//     any sequence from a producer it has no state for, so
+//     UNKNOWN_PRODUCER_ID is never returned on produce.
+//
+// Two copies are kept. Partition.producers is the state of the log as
+// appended, checked and updated under Partition.mu in Append, atomically
+// with offset assignment. Partition.rolledProducers is the state as of the
+// end of the rolled WAL segments, maintained by the roller from the
+// segments it rolls (which are durable), and persisted with each roll as a
+// snapshot in meta (docs/formats.md, "Producer state"); Open loads the
+// snapshot and replays the unrolled WAL on top of it. Snapshotting the
+// rolled state rather than the live one keeps batches that a crash can
+// still take back out of durable state.
+
+// producerBatchesKept is Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN,
+// the most in-flight requests an idempotent producer may have.
+const producerBatchesKept = 5
+
+// producerSnapshotMax bounds one partition's snapshot in meta (etcd refuses
+// requests over 1.5 MiB). A bigger state is stored with only each
+// producer's newest batch, which is what Kafka's own snapshot files hold.
+const producerSnapshotMax = 512 << 10
+
+// producerBatch is what the state keeps of one recent batch.
+type producerBatch struct {
+	firstSeq, lastSeq int32
+	base, last        int64 // offsets
+	ts                int64 // maxTimestamp (after a LogAppendTime rewrite)
+}
+
+// producerEntry is one producer's state in one partition.
+type producerEntry struct {
+	epoch   int16
+	n       int // batches held, <= producerBatchesKept
+	next    int // ring slot the next batch goes to
+	batches [producerBatchesKept]producerBatch
+}
+
+func (pe *producerEntry) newest() *producerBatch {
+	return &pe.batches[(pe.next+producerBatchesKept-1)%producerBatchesKept]
+}
+
+// oldest returns the i-th batch held, oldest first.
+func (pe *producerEntry) nth(i int) *producerBatch {
+	return &pe.batches[(pe.next-pe.n+i+2*producerBatchesKept)%producerBatchesKept]
+}
+
+// add records a batch; a new epoch forgets the old epoch's batches.
+func (pe *producerEntry) add(epoch int16, b producerBatch) {
+	if epoch != pe.epoch {
+		pe.epoch, pe.n, pe.next = epoch, 0, 0
+	}
+	pe.batches[pe.next] = b
+	pe.next = (pe.next + 1) % producerBatchesKept
+	if pe.n < producerBatchesKept {
+		pe.n++
+	}
+}
+
+// producers is one partition's producer state, by producer id.
+type producers map[int64]*producerEntry
+
+// producerAppend holds the producer fields of a batch being appended.
+type producerAppend struct {
+	id                int64 // -1: not an idempotent batch
+	epoch             int16
+	firstSeq, lastSeq int32
+}
+
+func readProducerAppend(b []byte) producerAppend {
+	return producerAppend{id: batch.ProducerID(b), epoch: batch.ProducerEpoch(b),
+		firstSeq: batch.BaseSequence(b), lastSeq: batch.LastSequence(b)}
+}
+
+// check applies Kafka's client-append checks. It returns the original batch
+// if a is a duplicate of one of the producer's recent batches.
+func (ps producers) check(a *producerAppend) (*producerBatch, error) {
+	pe := ps[a.id]
+	if pe == nil {
+		return nil, nil
+	}
+	if a.epoch == pe.epoch {
+		for i := 0; i < pe.n; i++ {
+			if b := &pe.batches[i]; b.firstSeq == a.firstSeq && b.lastSeq == a.lastSeq {
+				return b, nil
+			}
+		}
+	}
+	switch {
+	case a.epoch < pe.epoch:
+		return nil, fmt.Errorf("%w: producer %d epoch %d is older than the last seen epoch %d",
+			ErrInvalidProducerEpoch, a.id, a.epoch, pe.epoch)
+	case a.epoch > pe.epoch:
+		if a.firstSeq != 0 {
+			return nil, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, not %d",
+				ErrOutOfOrderSequence, a.id, a.epoch, a.firstSeq)
+		}
+		return nil, nil
+	case pe.n == 0:
+		return nil, nil
+	}
+	last := pe.newest().lastSeq
+	if int64(a.firstSeq) != int64(last)+1 && !(a.firstSeq == 0 && last == math.MaxInt32) {
+		return nil, fmt.Errorf("%w: producer %d epoch %d sent sequence %d, expected %d",
+			ErrOutOfOrderSequence, a.id, a.epoch, a.firstSeq, batch.IncrementSequence(last, 1))
+	}
+	return nil, nil
+}
+
+// record adds an appended batch to the state; it allocates only for a
+// producer id the partition has not seen.
+func (ps *producers) record(a *producerAppend, b producerBatch) {
+	pe := (*ps)[a.id]
+	if pe == nil {
+		if *ps == nil {
+			*ps = producers{}
+		}
+		pe = &producerEntry{epoch: a.epoch}
+		(*ps)[a.id] = pe
+	}
+	pe.add(a.epoch, b)
+}
+
+// fold adds a batch from the log (offsets assigned) without checks, as
+// Kafka does when it rebuilds state from segments.
+func (ps *producers) fold(bt []byte) {
+	if batch.ProducerID(bt) < 0 || batch.Attributes(bt)&batch.AttrControl != 0 {
+		return // control batches (transaction markers) carry no data sequence
+	}
+	a := readProducerAppend(bt)
+	ps.record(&a, producerBatch{firstSeq: a.firstSeq, lastSeq: a.lastSeq,
+		base: batch.BaseOffset(bt), last: batch.LastOffset(bt), ts: batch.MaxTimestamp(bt)})
+}
+
+// expire drops producers whose newest batch is older than cutoff (ms), as
+// Kafka's removeExpiredProducers does: now - lastTimestamp >= expiration.
+func (ps producers) expire(cutoff int64) {
+	for id, pe := range ps {
+		if pe.n == 0 || pe.newest().ts <= cutoff {
+			delete(ps, id)
+		}
+	}
+}
+
+func (ps producers) clone() producers {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make(producers, len(ps))
+	for id, pe := range ps {
+		c := *pe
+		out[id] = &c
+	}
+	return out
+}
+
+// duplicate answers an append that repeats one of the producer's recent
+// batches: the original offsets, once the original is durable (acks -1).
+func (p *Partition) duplicate(ctx context.Context, d producerBatch, acks int16, logAppendTime bool) (AppendResult, error) {
+	p.e.m.duplicates.Inc()
+	if acks == -1 {
+		for {
+			ch := p.Wait()
+			if p.hw.Load() > d.last {
+				break
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return AppendResult{}, ctx.Err()
+			}
+			if p.e.closed.Load() && p.hw.Load() <= d.last {
+				return AppendResult{}, ErrClosed
+			}
+		}
+	}
+	r := AppendResult{BaseOffset: d.base, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	if logAppendTime {
+		r.LogAppendTime = d.ts
+	}
+	return r, nil
+}
+
+// expireProducers drops expired producers from the appended state.
+func (p *Partition) expireProducers(cutoff int64) {
+	p.mu.Lock()
+	if len(p.producers) > 0 {
+		p.producers.expire(cutoff)
+	}
+	p.mu.Unlock()
+}
+
+func (e *Engine) producerCutoff() int64 {
+	return e.nowMs() - e.cfg.ProducerIDExpiration.Milliseconds()
+}
+
+// foldRolled adds a batch of a segment being rolled to the partition's
+// rolled state. Only the roller (and Open) call it. A batch below
+// rolledUpTo is already in the state: a roll retried after a failure, or
+// a segment replayed after a crash that came after its snapshot landed.
+func (e *Engine) foldRolled(p *Partition, bt []byte) {
+	if batch.ProducerID(bt) < 0 {
+		return
+	}
+	if batch.BaseOffset(bt) < p.rolledUpTo {
+		return
+	}
+	p.rolledProducers.fold(bt)
+	p.rolledUpTo = batch.LastOffset(bt) + 1
+	if e.prodDirty == nil {
+		e.prodDirty = map[*Partition]struct{}{}
+	}
+	e.prodDirty[p] = struct{}{}
+}
+
+// persistProducers writes the rolled producer state of every partition the
+// roll changed. It runs before the roll's registration Txn: a snapshot that
+// lands without the rolled marker is harmless, because replay skips
+// batches below the snapshot's upTo.
+func (e *Engine) persistProducers(ctx context.Context) error {
+	if len(e.prodDirty) == 0 {
+		return nil
+	}
+	cutoff := e.producerCutoff()
+	ops := make([]meta.Op, 0, min(len(e.prodDirty), meta.MaxTxnOps))
+	var done []*Partition
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		if err := e.md.Txn(ctx, nil, ops...); err != nil {
+			return fmt.Errorf("persist producer state: %w", err)
+		}
+		for _, p := range done {
+			delete(e.prodDirty, p)
+		}
+		ops, done = ops[:0], done[:0]
+		return nil
+	}
+	for p := range e.prodDirty {
+		p.mu.RLock()
+		deleted := p.deleted
+		p.mu.RUnlock()
+		if deleted {
+			delete(e.prodDirty, p)
+			continue
+		}
+		p.rolledProducers.expire(cutoff)
+		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(p.rolledUpTo, p.rolledProducers)))
+		done = append(done, p)
+		if len(ops) == meta.MaxTxnOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// Snapshot encoding (docs/formats.md):
+//
+//	version:u8(=1) upTo:i64 count:u32 producer*count
+//	producer = id:i64 epoch:i16 n:u8 batch*n              (oldest first)
+//	batch    = firstSeq:i32 lastSeq:i32 base:i64 last:i64 maxTs:i64
+const (
+	producerHeadSize  = 11
+	producerBatchSize = 32
+)
+
+func encodeProducers(upTo int64, ps producers) []byte {
+	keep := producerBatchesKept
+	if 13+len(ps)*(producerHeadSize+keep*producerBatchSize) > producerSnapshotMax {
+		keep = 1
+	}
+	b := make([]byte, 0, 13+len(ps)*(producerHeadSize+keep*producerBatchSize))
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(upTo))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
+	for id, pe := range ps {
+		n := min(pe.n, keep)
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.BigEndian.AppendUint16(b, uint16(pe.epoch))
+		b = append(b, byte(n))
+		for i := pe.n - n; i < pe.n; i++ {
+			x := pe.nth(i)
+			b = binary.BigEndian.AppendUint32(b, uint32(x.firstSeq))
+			b = binary.BigEndian.AppendUint32(b, uint32(x.lastSeq))
+			b = binary.BigEndian.AppendUint64(b, uint64(x.base))
+			b = binary.BigEndian.AppendUint64(b, uint64(x.last))
+			b = binary.BigEndian.AppendUint64(b, uint64(x.ts))
+		}
+	}
+	return b
+}
+
+var errBadProducerSnapshot = errors.New("log: malformed producer state snapshot")
+
+func decodeProducers(b []byte) (int64, producers, error) {
+	if len(b) < 13 || b[0] != 1 {
+		return 0, nil, errBadProducerSnapshot
+	}
+	upTo := int64(binary.BigEndian.Uint64(b[1:]))
+	count := int(binary.BigEndian.Uint32(b[9:]))
+	b = b[13:]
+	if count > len(b)/producerHeadSize {
+		return 0, nil, errBadProducerSnapshot
+	}
+	var ps producers
+	if count > 0 {
+		ps = make(producers, count)
+	}
+	for range count {
+		if len(b) < producerHeadSize {
+			return 0, nil, errBadProducerSnapshot
+		}
+		id := int64(binary.BigEndian.Uint64(b))
+		pe := &producerEntry{epoch: int16(binary.BigEndian.Uint16(b[8:]))}
+		n := int(b[10])
+		b = b[producerHeadSize:]
+		if n == 0 || n > producerBatchesKept || len(b) < n*producerBatchSize || ps[id] != nil {
+			return 0, nil, errBadProducerSnapshot
+		}
+		for range n {
+			pe.add(pe.epoch, producerBatch{
+				firstSeq: int32(binary.BigEndian.Uint32(b)), lastSeq: int32(binary.BigEndian.Uint32(b[4:])),
+				base: int64(binary.BigEndian.Uint64(b[8:])), last: int64(binary.BigEndian.Uint64(b[16:])),
+				ts: int64(binary.BigEndian.Uint64(b[24:]))})
+			b = b[producerBatchSize:]
+		}
+		ps[id] = pe
+	}
+	if len(b) != 0 {
+		return 0, nil, errBadProducerSnapshot
+	}
+	return upTo, ps, nil
+}
