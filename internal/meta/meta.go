@@ -13,6 +13,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotFound is returned (wrapped) by Get when a key does not exist.
@@ -21,6 +22,17 @@ var ErrNotFound = errors.New("meta: key not found")
 // ErrConflict is returned (wrapped) by Txn when a compare failed; nothing was
 // written.
 var ErrConflict = errors.New("meta: transaction compare failed")
+
+// ErrUnavailable is returned (wrapped) when the backend could not be reached
+// or did not answer in time (etcd down, no quorum, a leader election). The
+// call may be retried. A Txn that fails with it may or may not have been
+// applied: retry it only if it is idempotent or guarded by compares (a retry
+// of an applied compare-guarded Txn then fails with ErrConflict, so re-read
+// before concluding it lost). The embedded backend never returns it.
+var ErrUnavailable = errors.New("meta: backend unavailable")
+
+// IsRetriable reports whether err means "try again later" (ErrUnavailable).
+func IsRetriable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // KV is one key and its value. Version counts modifications of the key since
 // its creation (1 after the first Put); it is what compares check.
@@ -79,3 +91,86 @@ type Store interface {
 // MaxTxnOps is the largest number of ops callers put in one Txn, chosen to
 // fit etcd's default --max-txn-ops (128).
 const MaxTxnOps = 128
+
+// The interfaces below are optional: cluster mode needs them and the etcd
+// backend implements them; the embedded backend does not (a single node has
+// no one to share leases or watches with). Callers type-assert:
+//
+//	l, ok := store.(meta.Leaser)
+
+// ErrSessionDone is returned (wrapped) by TxnWithSession when the session's
+// lease has expired or the session was closed; every key it held is gone.
+// Start a new session.
+var ErrSessionDone = errors.New("meta: session expired or closed")
+
+// Session is a lease on the backend kept alive in the background. Keys
+// written with it disappear when it ends: on Close, or TTL after the holder
+// stopped renewing it (crash, network partition, store closed).
+type Session interface {
+	// ID identifies the lease (the etcd lease ID), e.g. to record in a
+	// membership value which session owns it.
+	ID() int64
+	// TTL is the lease time-to-live the backend granted; it may be longer
+	// than requested (etcd rounds up to whole seconds and to its minimum).
+	TTL() time.Duration
+	// Done is closed once the session can no longer be relied on: it expired,
+	// was closed, or renewals failed for longer than its TTL. A holder of
+	// leadership must stop acting on it when Done is closed.
+	Done() <-chan struct{}
+	// Close revokes the lease, deleting its keys now rather than after TTL.
+	// It is idempotent.
+	Close() error
+}
+
+// Leaser is implemented by backends with leases (etcd).
+type Leaser interface {
+	// NewSession grants a lease of at least ttl and keeps it alive until
+	// Close. ctx bounds the grant only, not the session's life.
+	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
+	// TxnWithSession is Txn in which every OpPut is attached to s: the keys
+	// it puts are deleted when s ends. Deletes behave as in Txn. It fails
+	// with ErrSessionDone if s has already ended.
+	TxnWithSession(ctx context.Context, s Session, cmps []Compare, ops ...Op) error
+}
+
+// PutWithSession puts key attached to s: it vanishes when s ends.
+func PutWithSession(ctx context.Context, l Leaser, s Session, key string, value []byte) error {
+	return l.TxnWithSession(ctx, s, nil, Put(key, value))
+}
+
+// WatchKind says what a WatchEvent reports.
+type WatchKind uint8
+
+const (
+	WatchPut WatchKind = iota + 1
+	WatchDelete
+)
+
+// WatchEvent is one change under a watched prefix. Revision is the store's
+// global revision of the change (strictly increasing across events of one
+// watch; several events of one Txn share it). Version and Value are the
+// key's new version and value; both are zero for WatchDelete.
+//
+// An event with Err set is the last one before the channel closes: the
+// watch broke (e.g. history it needed was compacted while etcd was
+// unreachable, or quorum was lost). Call Watch again for a fresh snapshot;
+// IsRetriable(Err) says whether backing off first is enough.
+type WatchEvent struct {
+	Kind     WatchKind
+	Key      string
+	Value    []byte
+	Version  int64
+	Revision int64
+	Err      error
+}
+
+// Watcher is implemented by backends that can stream changes (etcd).
+type Watcher interface {
+	// Watch returns every key under prefix as of one revision (the
+	// snapshot, sorted by key, and that revision) and a channel carrying
+	// every change under prefix after it, in order, with no gap and no
+	// overlap: snapshot + events is always the current state. The channel is
+	// closed when ctx ends (without an error event) or after an event with
+	// Err set. Reading slowly is safe but holds the backend's watch buffer.
+	Watch(ctx context.Context, prefix string) (snapshot []KV, rev int64, events <-chan WatchEvent, err error)
+}

@@ -1,0 +1,199 @@
+package etcd
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func missing(s meta.Store, key string) bool {
+	_, err := s.Get(bg, key)
+	return errors.Is(err, meta.ErrNotFound)
+}
+
+// TestSessionExpiry: a holder that stops renewing (here its store is closed,
+// as when a broker dies) loses its keys once the TTL runs out, and its
+// session reports Done.
+func TestSessionExpiry(t *testing.T) {
+	srv := startServer(t)
+	cfg := testConfig(srv, newPrefix())
+	observer := openT(t, cfg)
+	holder := open(t, cfg)
+	sess, err := holder.NewSession(bg, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.TTL() != 2*time.Second || sess.ID() == 0 { // rounded up to whole seconds
+		t.Fatalf("session TTL %s, ID %x", sess.TTL(), sess.ID())
+	}
+	if err := meta.PutWithSession(bg, holder, sess, "brokers/1", []byte("host:9092")); err != nil {
+		t.Fatal(err)
+	}
+	mustTxn(t, holder, nil, meta.Put("durable", nil))
+	kv, err := observer.Get(bg, "brokers/1")
+	if err != nil || string(kv.Value) != "host:9092" || kv.Version != 1 {
+		t.Fatalf("observer Get = %+v, %v", kv, err)
+	}
+	// Renewals (every TTL/3) keep it alive well past its TTL.
+	time.Sleep(2 * sess.TTL())
+	if missing(observer, "brokers/1") || closed(sess.Done()) {
+		t.Fatal("a renewed session expired")
+	}
+
+	holder.Close() // no revoke: the lease must run out by itself
+	eventually(t, "the leased key to vanish", func() bool { return missing(observer, "brokers/1") })
+	eventually(t, "Done", func() bool { return closed(sess.Done()) })
+	if missing(observer, "durable") {
+		t.Fatal("a key written without the session vanished with it")
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatalf("Close of an ended session: %v", err)
+	}
+}
+
+// TestSessionClose: Close revokes, so the keys are gone when it returns.
+func TestSessionClose(t *testing.T) {
+	srv := startServer(t)
+	s := openT(t, testConfig(srv, newPrefix()))
+	sess, err := s.NewSession(bg, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.TxnWithSession(bg, sess, []meta.Compare{{Key: "leader", Version: 0}},
+		meta.Put("leader", []byte("1")), meta.Put("leader-info", nil), meta.Delete("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(sess.Done()) {
+		t.Fatal("Done not closed after Close")
+	}
+	if !missing(s, "leader") || !missing(s, "leader-info") {
+		t.Fatal("leased keys survive Close")
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := meta.PutWithSession(bg, s, sess, "k", nil); !errors.Is(err, meta.ErrSessionDone) {
+		t.Fatalf("put with a closed session = %v, want ErrSessionDone", err)
+	}
+	if !missing(s, "k") {
+		t.Fatal("put with a closed session wrote")
+	}
+}
+
+// TestSessionRevokedElsewhere: the lease disappears behind the holder's back
+// (an operator, or expiry during a long partition): Done closes and writes
+// with it fail with ErrSessionDone, never silently unleased.
+func TestSessionRevokedElsewhere(t *testing.T) {
+	srv := startServer(t)
+	s := openT(t, testConfig(srv, newPrefix()))
+	// The holder notices at its next renewal, TTL/3 later.
+	sess, err := s.NewSession(bg, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := meta.PutWithSession(bg, s, sess, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawClient(t, srv).Revoke(bg, clientv3.LeaseID(sess.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if !missing(s, "k") {
+		t.Fatal("key survives its revoked lease")
+	}
+	// Straight after the revoke Done may still be open; etcd then refuses.
+	if err := meta.PutWithSession(bg, s, sess, "k2", nil); !errors.Is(err, meta.ErrSessionDone) {
+		t.Fatalf("put with a revoked session = %v, want ErrSessionDone", err)
+	}
+	eventually(t, "Done after revoke", func() bool { return closed(sess.Done()) })
+}
+
+// TestSessionElection: brokers race to claim a key guarded by "must not
+// exist"; exactly one wins, and when the winner's session ends another can
+// claim it.
+func TestSessionElection(t *testing.T) {
+	srv := startServer(t)
+	s := openT(t, testConfig(srv, newPrefix()))
+	const n = 4
+	sessions := make([]meta.Session, n)
+	for i := range sessions {
+		var err error
+		if sessions[i], err = s.NewSession(bg, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		defer sessions[i].Close()
+	}
+	claim := func(i int) error {
+		return s.TxnWithSession(bg, sessions[i], []meta.Compare{{Key: "leaders/t/0", Version: 0}},
+			meta.Put("leaders/t/0", []byte(strconv.Itoa(i))))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = claim(i) })
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("both %d and %d won", winner, i)
+			}
+			winner = i
+		case !errors.Is(err, meta.ErrConflict):
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("nobody won")
+	}
+	if err := sessions[winner].Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := (winner + 1) % n
+	if err := claim(next); err != nil {
+		t.Fatalf("claim after the winner left: %v", err)
+	}
+	kv, err := s.Get(bg, "leaders/t/0")
+	if err != nil || string(kv.Value) != strconv.Itoa(next) {
+		t.Fatalf("leader = %q, %v; want %d", kv.Value, err, next)
+	}
+}
+
+func TestSessionInvalid(t *testing.T) {
+	srv := startServer(t)
+	s := openT(t, testConfig(srv, newPrefix()))
+	if _, err := s.NewSession(bg, 0); err == nil {
+		t.Fatal("NewSession(0) succeeded")
+	}
+	if err := s.TxnWithSession(bg, fakeSession{}, nil, meta.Put("k", nil)); !errors.Is(err, ErrInvalidTxn) {
+		t.Fatalf("TxnWithSession with a foreign session = %v, want ErrInvalidTxn", err)
+	}
+}
+
+type fakeSession struct{}
+
+func (fakeSession) ID() int64             { return 1 }
+func (fakeSession) TTL() time.Duration    { return time.Second }
+func (fakeSession) Done() <-chan struct{} { return nil }
+func (fakeSession) Close() error          { return nil }
