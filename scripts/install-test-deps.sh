@@ -5,9 +5,13 @@
 #   python3-kafka            kafka-python
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
+#   versitygw                the S3-compatible server of the object-store tests,
+#                            built by install-versitygw.sh (go install; no root)
 # Idempotent and quiet when everything is present. Installs only as root
 # (apt-get); otherwise it names what is missing and exits non-zero.
 set -euo pipefail
+
+"$(dirname "$0")/install-versitygw.sh"
 
 packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
 

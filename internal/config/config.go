@@ -63,6 +63,31 @@ type Groups struct {
 	ConsumerHeartbeatInterval time.Duration `yaml:"consumer_heartbeat_interval"`
 }
 
+// S3 puts the data objects in a bucket of an S3-compatible service
+// (cluster mode); with no endpoint they stay in data_dir. The keys are those
+// of internal/objstore/s3.Config, which checks them fully when the store
+// opens. Credentials usually come from the environment:
+// SLUICE_S3_ACCESS_KEY, SLUICE_S3_SECRET_KEY, SLUICE_S3_SESSION_TOKEN.
+type S3 struct {
+	// Endpoint is host or host:port, no scheme (use_tls picks https).
+	Endpoint string `yaml:"endpoint"`
+	Bucket   string `yaml:"bucket"`
+	// Prefix is prepended to every object name, so clusters can share a
+	// bucket.
+	Prefix string `yaml:"prefix"`
+	// Region: empty asks the service.
+	Region       string `yaml:"region"`
+	AccessKey    string `yaml:"access_key"`
+	SecretKey    string `yaml:"secret_key"`
+	SessionToken string `yaml:"session_token"`
+	UseTLS       bool   `yaml:"use_tls"`
+	// Addressing: "auto" (virtual-host for AWS and GCS, else path),
+	// "path" or "virtual-host".
+	Addressing string `yaml:"addressing"`
+	// CreateBucket creates a missing bucket at start instead of failing.
+	CreateBucket bool `yaml:"create_bucket"`
+}
+
 // Config is the whole broker configuration.
 type Config struct {
 	// Listen is the Kafka listener address (host:port; port 0 picks one).
@@ -97,6 +122,8 @@ type Config struct {
 
 	Groups Groups `yaml:"groups"`
 
+	S3 S3 `yaml:"s3"`
+
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"` // text or json
 }
@@ -124,6 +151,7 @@ func Default() Config {
 			ConsumerSessionTimeout:        45 * time.Second,
 			ConsumerHeartbeatInterval:     5 * time.Second,
 		},
+		S3:        S3{Addressing: "auto"},
 		LogLevel:  "info",
 		LogFormat: "text",
 	}
@@ -208,6 +236,9 @@ func (c *Config) Validate() error {
 	case g.ConsumerSessionTimeout <= g.ConsumerHeartbeatInterval:
 		return bad("groups.consumer_session_timeout", "must be > groups.consumer_heartbeat_interval")
 	}
+	if err := c.S3.validate(bad); err != nil {
+		return err
+	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
@@ -217,6 +248,39 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		return bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// validate checks the s3 keys that can be checked without the client;
+// internal/objstore/s3 checks the rest (bucket naming rules, ports) at start.
+func (s S3) validate(bad func(key, format string, args ...any) error) error {
+	switch s.Addressing {
+	case "auto", "path", "virtual-host":
+	default:
+		return bad("s3.addressing", "%q is not one of auto, path, virtual-host", s.Addressing)
+	}
+	if s.Endpoint == "" {
+		if s.Bucket != "" || s.Prefix != "" || s.AccessKey != "" || s.SecretKey != "" || s.SessionToken != "" {
+			return bad("s3.endpoint", "must be set when other s3 keys are")
+		}
+		return nil
+	}
+	switch {
+	case strings.Contains(s.Endpoint, "://"):
+		return bad("s3.endpoint", "%q: give host:port without a scheme (s3.use_tls selects https)", s.Endpoint)
+	case strings.ContainsAny(s.Endpoint, "/?# "):
+		return bad("s3.endpoint", "%q: want host or host:port, no path", s.Endpoint)
+	case s.Bucket == "":
+		return bad("s3.bucket", "must be set with s3.endpoint")
+	case strings.HasPrefix(s.Prefix, "/") || strings.Contains(s.Prefix, "//"):
+		return bad("s3.prefix", "%q: no leading slash or empty segment", s.Prefix)
+	case s.AccessKey == "" && s.SecretKey != "":
+		return bad("s3.access_key", "must be set when s3.secret_key is")
+	case s.AccessKey != "" && s.SecretKey == "":
+		return bad("s3.secret_key", "must be set when s3.access_key is")
+	case s.SessionToken != "" && s.AccessKey == "":
+		return bad("s3.session_token", "needs s3.access_key and s3.secret_key")
 	}
 	return nil
 }
