@@ -29,6 +29,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"flush-interval", "flush.interval", "time between fsyncs with --flush=interval (e.g. 50ms)"},
 	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
 	{"retention-check-interval", "retention_check_interval", "how often retention and compaction run"},
+	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
 	{"topic-defaults", "topic_defaults", "broker-level topic config defaults, k=v,k=v (e.g. retention.ms=3600000)"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},

@@ -115,6 +115,9 @@ type Config struct {
 	WALSegmentBytes int64 `yaml:"wal_segment_bytes"`
 	// RetentionCheckInterval is how often retention and compaction run.
 	RetentionCheckInterval time.Duration `yaml:"retention_check_interval"`
+	// ProducerIDExpiration is how long an idempotent producer's state is
+	// kept after its last write (Kafka's producer.id.expiration.ms).
+	ProducerIDExpiration time.Duration `yaml:"producer_id_expiration"`
 
 	// TopicDefaults are broker-level defaults for topic configs, keyed by the
 	// topic config name (retention.ms, max.message.bytes, ...).
@@ -140,6 +143,7 @@ func Default() Config {
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
 		WALSegmentBytes:        64 << 20,
 		RetentionCheckInterval: 30 * time.Second,
+		ProducerIDExpiration:   24 * time.Hour,
 		TopicDefaults:          map[string]string{},
 		Groups: Groups{
 			OffsetsTopicPartitions:        50,
@@ -209,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return bad("retention_check_interval", "must be > 0")
+	}
+	if c.ProducerIDExpiration <= 0 {
+		return bad("producer_id_expiration", "must be > 0")
 	}
 	for k, v := range c.TopicDefaults {
 		if err := topicconfig.ValidateValue(k, v); err != nil {

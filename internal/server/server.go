@@ -92,6 +92,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	lcfg.WALSegmentBytes = cfg.WALSegmentBytes
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
+	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {
