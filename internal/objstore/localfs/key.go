@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
 // tempPrefix starts the name of every in-progress Put. Keys may not contain a
@@ -11,29 +13,14 @@ import (
 // files from objects by name alone.
 const tempPrefix = ".sluice-tmp-"
 
-// maxKeyLen matches the S3 key limit so a key valid here is valid there.
-const maxKeyLen = 1024
-
-// validateKey reports whether key can be mapped to a path strictly inside the
-// root without any cleaning: the path must map back to exactly this key.
+// validateKey applies the shared key rules (objstore.ValidateKey) plus
+// localfs's own: no segment may start with the temp-file prefix.
 func validateKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidKey)
-	case len(key) > maxKeyLen:
-		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidKey, len(key), maxKeyLen)
-	case key[0] == '/':
-		return fmt.Errorf("%w: %q is absolute", ErrInvalidKey, key)
-	case strings.ContainsAny(key, "\x00\\"):
-		return fmt.Errorf("%w: %q contains NUL or backslash", ErrInvalidKey, key)
+	if err := objstore.ValidateKey(key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	for seg := range strings.SplitSeq(key, "/") {
-		switch {
-		case seg == "":
-			return fmt.Errorf("%w: %q has an empty segment", ErrInvalidKey, key)
-		case seg == "." || seg == "..":
-			return fmt.Errorf("%w: %q has a %q segment", ErrInvalidKey, key, seg)
-		case strings.HasPrefix(seg, tempPrefix):
+		if strings.HasPrefix(seg, tempPrefix) {
 			return fmt.Errorf("%w: %q uses the reserved prefix %q", ErrInvalidKey, key, tempPrefix)
 		}
 	}

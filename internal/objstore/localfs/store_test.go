@@ -72,8 +72,8 @@ func TestValidateKey(t *testing.T) {
 		{"a\x00b", false},
 		{tempPrefix + "x", false},
 		{"a/" + tempPrefix + "123", false},
-		{strings.Repeat("k", maxKeyLen), true},
-		{strings.Repeat("k", maxKeyLen+1), false},
+		{strings.Repeat("k", objstore.MaxKeyLen), true},
+		{strings.Repeat("k", objstore.MaxKeyLen+1), false},
 	}
 	for _, tc := range tests {
 		err := validateKey(tc.key)

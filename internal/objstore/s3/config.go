@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
 // Addressing is how requests name the bucket.
@@ -146,8 +148,8 @@ func (c Config) Validate() error {
 		if err := validateKey(strings.TrimSuffix(c.Prefix, "/")); err != nil {
 			return bad("prefix", "%q: %v", c.Prefix, err)
 		}
-		if len(c.Prefix) > maxKeyLen/2 {
-			return bad("prefix", "%q is longer than %d bytes", c.Prefix, maxKeyLen/2)
+		if len(c.Prefix) > objstore.MaxKeyLen/2 {
+			return bad("prefix", "%q is longer than %d bytes", c.Prefix, objstore.MaxKeyLen/2)
 		}
 	}
 	switch {

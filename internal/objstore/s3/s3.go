@@ -126,8 +126,8 @@ func (s *Store) check(ctx context.Context, op, key string) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
-	if len(s.name(key)) > maxKeyLen {
-		return fmt.Errorf("%w: %q is %d bytes with the prefix, over %d", ErrInvalidKey, key, len(s.name(key)), maxKeyLen)
+	if len(s.name(key)) > objstore.MaxKeyLen {
+		return fmt.Errorf("%w: %q is %d bytes with the prefix, over %d", ErrInvalidKey, key, len(s.name(key)), objstore.MaxKeyLen)
 	}
 	if s.closed.Load() {
 		return ErrClosed
