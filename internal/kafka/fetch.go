@@ -131,10 +131,16 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		if limit < 0 {
 			limit = 0
 		}
-		res, err := fp.p.Read(rc.ctx, fp.offset, int32(limit), minOne)
+		var res log.ReadResult
+		var err error
+		if readCommitted {
+			res, err = fp.p.ReadCommitted(rc.ctx, fp.offset, int32(limit), minOne)
+		} else {
+			res, err = fp.p.Read(rc.ctx, fp.offset, int32(limit), minOne)
+		}
 		sp.HighWatermark = fp.p.HighWatermark()
 		sp.LogStartOffset = fp.p.LogStartOffset()
-		sp.LastStableOffset = sp.HighWatermark
+		sp.LastStableOffset = fp.p.LastStableOffset()
 		sp.PreferredReadReplica = -1
 		// Empty, not null: librdkafka rejects a null (-1 length) record set.
 		sp.RecordBatches = []byte{}
@@ -151,7 +157,15 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		sp.LastStableOffset = res.LastStableOffset
 		sp.LogStartOffset = res.LogStartOffset
 		if readCommitted {
-			sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			// The aborted transactions with data in what was read (Kafka
+			// uses [fetch offset, LSO) too); the client drops their batches.
+			aborted := fp.p.AbortedTransactions(fp.offset, res.LastStableOffset)
+			sp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))
+			for _, a := range aborted {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+			}
 		}
 		if len(res.Records) > 0 {
 			sp.RecordBatches = res.Records

@@ -34,8 +34,11 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				continue
 			}
 			switch rp.Timestamp {
-			case -1: // latest: the high watermark (= last stable offset until transactions)
+			case -1: // latest: the high watermark, or for read_committed the last stable offset
 				sp.Offset = p.HighWatermark()
+				if req.IsolationLevel == 1 {
+					sp.Offset = p.LastStableOffset()
+				}
 				sp.LeaderEpoch = p.LeaderEpoch()
 			case -2, -4: // earliest, earliest-local
 				sp.Offset = p.LogStartOffset()
@@ -60,6 +63,9 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 					break
+				}
+				if req.IsolationLevel == 1 && off >= p.LastStableOffset() {
+					off, ts = -1, -1 // as Kafka: nothing at or above the last fetchable offset
 				}
 				sp.Offset, sp.Timestamp = off, ts
 				if off >= 0 {

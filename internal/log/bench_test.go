@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,10 +122,13 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 }
 
 // BenchmarkRead measures sequential consumption, from the in-memory tail
-// and from objects (block cache warm after the first pass).
+// and from objects (block cache warm after the first pass), with Read
+// (read_uncommitted) and ReadCommitted (read_committed, no transaction
+// open: the cost of computing the LSO and clipping to it).
 func BenchmarkRead(b *testing.B) {
-	for _, src := range []string{"tail", "objects"} {
-		b.Run(src, func(b *testing.B) {
+	for _, name := range []string{"tail", "objects", "tail-committed", "objects-committed"} {
+		src, committed := strings.CutSuffix(name, "-committed")
+		b.Run(name, func(b *testing.B) {
 			e, _ := benchEngine(b, func(c *Config) {
 				c.Flush = FlushOS
 				if src == "objects" {
@@ -153,7 +157,11 @@ func BenchmarkRead(b *testing.B) {
 				if off >= hw {
 					off = 0
 				}
-				r, err := p.Read(context.Background(), off, 1<<20, true)
+				read := p.Read
+				if committed {
+					read = p.ReadCommitted
+				}
+				r, err := read(context.Background(), off, 1<<20, true)
 				if err != nil || len(r.Records) == 0 {
 					b.Fatal(err)
 				}

@@ -32,10 +32,14 @@ func (p *Partition) compact(ctx context.Context) error {
 	p.mu.RLock()
 	exts := append([]*extent(nil), p.extents...)
 	ls := p.logStart.Load()
+	// As Kafka's cleaner, nothing at or above the last stable offset is
+	// cleanable: an undecided transaction's records must survive whole.
+	lso := p.lsoLocked(p.hw.Load())
+	aborted := append([]abortedTxn(nil), p.txns.aborted...)
 	p.mu.RUnlock()
 	now := e.nowMs()
 	n := 0
-	for n < len(exts) && (cfg.MinCompactionLagMs <= 0 || exts[n].MaxTS <= now-cfg.MinCompactionLagMs) {
+	for n < len(exts) && exts[n].Last < lso && (cfg.MinCompactionLagMs <= 0 || exts[n].MaxTS <= now-cfg.MinCompactionLagMs) {
 		n++
 	}
 	exts = exts[:n]
@@ -60,8 +64,13 @@ func (p *Partition) compact(ctx context.Context) error {
 	}
 	// Pass 1: the latest offset of every key.
 	latest := map[string]int64{}
+	// Records of aborted transactions never become a key's latest value,
+	// and are dropped (as Kafka's cleaner does); markers are kept.
+	abortedBatch := func(bt []byte) bool {
+		return batch.Attributes(bt)&batch.AttrTransactional != 0 && isAborted(aborted, batch.ProducerID(bt), batch.BaseOffset(bt))
+	}
 	err := eachBatch(datas, func(bt []byte) error {
-		if batch.Attributes(bt)&batch.AttrControl != 0 {
+		if batch.Attributes(bt)&batch.AttrControl != 0 || abortedBatch(bt) {
 			return nil
 		}
 		h, recs, err := batch.Records(bt)
@@ -89,6 +98,9 @@ func (p *Partition) compact(ctx context.Context) error {
 		}
 		if batch.Attributes(bt)&batch.AttrControl != 0 {
 			b.AddBatch(bt)
+			return nil
+		}
+		if abortedBatch(bt) {
 			return nil
 		}
 		h, recs, err := batch.Records(bt)

@@ -3,12 +3,15 @@
 // in-memory tail and from immutable data objects, the offset and time
 // indexes, retention, DeleteRecords and log compaction, and the per-partition
 // idempotent producer state (duplicate, sequence and epoch checks on append,
-// snapshotted at roll time, rebuilt at Open).
+// snapshotted at roll time, rebuilt at Open), and the log side of
+// transactions: markers, open transactions, the last stable offset and the
+// aborted transaction index (kept and snapshotted with producer state).
 //
 // It owns the WAL directory, every object under the "data/" prefix of the
 // object store, and the "log/" prefix of the meta store (key layout and file
 // formats: docs/formats.md). It does not own the Kafka protocol, producer id
-// allocation policy or transactions, consumer groups, or leadership: in
+// allocation policy, the transaction coordinator (which writes markers
+// through AppendControl), consumer groups, or leadership: in
 // single-node mode the leader epoch is 0.
 //
 // Durability contract: Append with acks=-1 returns once the WAL write holding
@@ -20,9 +23,10 @@
 // Lock order (outer first): Engine.adminMu, Engine.mu, Partition.mu,
 // Engine.objMu, wal.Writer.mu; Partition.hwMu and the block cache lock are
 // leaves. The WAL writer goroutine calls back into partitions (advanceHW)
-// holding no lock. Partition.producers is guarded by Partition.mu;
-// Partition.rolledProducers/rolledUpTo and Engine.prodDirty belong to the
-// roller goroutine, which takes Partition.mu only to read "deleted".
+// holding no lock. Partition.producers and Partition.txns are guarded by
+// Partition.mu; Partition.rolledProducers/rolledTxns/rolledUpTo and
+// Engine.prodDirty belong to the roller goroutine, which takes Partition.mu
+// only to read "deleted".
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
 // partition.go (append, HW, waits), read.go (reads, object access, cache),
@@ -30,5 +34,6 @@
 // recover.go (startup), retention.go (retention,
 // DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
+// txn.go (markers, LSO, aborted index, ReadCommitted),
 // metastate.go (meta keys and records), metrics.go.
 package log

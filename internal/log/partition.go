@@ -43,6 +43,10 @@ type Partition struct {
 	// roller goroutine (and Open before it starts).
 	rolledProducers producers
 	rolledUpTo      int64
+	// txns and rolledTxns are the transaction state (txn.go), kept like
+	// producers and rolledProducers.
+	txns       txnState
+	rolledTxns txnState
 
 	lsMu sync.Mutex // serializes durable log start changes
 
@@ -140,6 +144,10 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	if pa.id >= 0 {
 		p.producers.record(&pa, producerBatch{firstSeq: pa.firstSeq, lastSeq: pa.lastSeq,
 			base: base, last: end - 1, ts: p.tail[len(p.tail)-1].maxTS})
+		if batch.Attributes(records)&batch.AttrTransactional != 0 {
+			p.txns.pruneEnded(p.hw.Load())
+			p.txns.begin(pa.id, base)
+		}
 	}
 	p.next = end
 	p.mu.Unlock()

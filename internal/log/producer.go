@@ -61,6 +61,18 @@ type producerEntry struct {
 	n       int // batches held, <= producerBatchesKept
 	next    int // ring slot the next batch goes to
 	batches [producerBatchesKept]producerBatch
+	// markerTS is the timestamp of the newest transaction marker written
+	// for the producer: a marker with a newer epoch leaves the entry with
+	// no batches (n == 0) but an epoch that must fence older ones.
+	markerTS int64
+}
+
+// lastTS is when the producer was last active, for expiry.
+func (pe *producerEntry) lastTS() int64 {
+	if pe.n == 0 {
+		return pe.markerTS
+	}
+	return max(pe.newest().ts, pe.markerTS)
 }
 
 func (pe *producerEntry) newest() *producerBatch {
@@ -148,11 +160,34 @@ func (ps *producers) record(a *producerAppend, b producerBatch) {
 	pe.add(a.epoch, b)
 }
 
+// marker applies a transaction marker of the producer at epoch: as Kafka's
+// appendEndTxnMarker, a newer epoch replaces the entry's epoch and forgets
+// its batches.
+func (ps *producers) marker(pid int64, epoch int16, ts int64) {
+	pe := (*ps)[pid]
+	if pe == nil {
+		if *ps == nil {
+			*ps = producers{}
+		}
+		pe = &producerEntry{epoch: epoch}
+		(*ps)[pid] = pe
+	}
+	if epoch > pe.epoch {
+		pe.epoch, pe.n, pe.next = epoch, 0, 0
+	}
+	pe.markerTS = max(pe.markerTS, ts)
+}
+
 // fold adds a batch from the log (offsets assigned) without checks, as
 // Kafka does when it rebuilds state from segments.
 func (ps *producers) fold(bt []byte) {
-	if batch.ProducerID(bt) < 0 || batch.Attributes(bt)&batch.AttrControl != 0 {
-		return // control batches (transaction markers) carry no data sequence
+	if batch.ProducerID(bt) < 0 {
+		return
+	}
+	if batch.Attributes(bt)&batch.AttrControl != 0 {
+		// Transaction markers carry no data sequence, only an epoch.
+		ps.marker(batch.ProducerID(bt), batch.ProducerEpoch(bt), batch.MaxTimestamp(bt))
+		return
 	}
 	a := readProducerAppend(bt)
 	ps.record(&a, producerBatch{firstSeq: a.firstSeq, lastSeq: a.lastSeq,
@@ -163,7 +198,7 @@ func (ps *producers) fold(bt []byte) {
 // Kafka's removeExpiredProducers does: now - lastTimestamp >= expiration.
 func (ps producers) expire(cutoff int64) {
 	for id, pe := range ps {
-		if pe.n == 0 || pe.newest().ts <= cutoff {
+		if pe.lastTS() <= cutoff {
 			delete(ps, id)
 		}
 	}
@@ -233,6 +268,7 @@ func (e *Engine) foldRolled(p *Partition, bt []byte) {
 		return
 	}
 	p.rolledProducers.fold(bt)
+	p.rolledTxns.fold(bt)
 	p.rolledUpTo = batch.LastOffset(bt) + 1
 	if e.prodDirty == nil {
 		e.prodDirty = map[*Partition]struct{}{}
@@ -273,7 +309,8 @@ func (e *Engine) persistProducers(ctx context.Context) error {
 			continue
 		}
 		p.rolledProducers.expire(cutoff)
-		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(p.rolledUpTo, p.rolledProducers)))
+		p.rolledTxns.truncate(p.logStart.Load())
+		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)))
 		done = append(done, p)
 		if len(ops) == meta.MaxTxnOps {
 			if err := flush(); err != nil {
@@ -284,29 +321,39 @@ func (e *Engine) persistProducers(ctx context.Context) error {
 	return flush()
 }
 
-// Snapshot encoding (docs/formats.md):
+// Snapshot encoding (docs/formats.md); version 1 (no transactions) is still
+// read:
 //
-//	version:u8(=1) upTo:i64 count:u32 producer*count
-//	producer = id:i64 epoch:i16 n:u8 batch*n              (oldest first)
+//	version:u8(=2) upTo:i64 count:u32 producer*count
+//	  ongoing:u32 (pid:i64 first:i64)*ongoing
+//	  aborted:u32 (pid:i64 first:i64 marker:i64)*aborted
+//	producer = id:i64 epoch:i16 markerTs:i64 n:u8 batch*n  (oldest first; v1: no markerTs, n >= 1)
 //	batch    = firstSeq:i32 lastSeq:i32 base:i64 last:i64 maxTs:i64
 const (
 	producerHeadSize  = 11
 	producerBatchSize = 32
+	snapshotVersion   = 2
 )
 
-func encodeProducers(upTo int64, ps producers) []byte {
+func encodeProducers(upTo int64, ps producers, ts *txnState) []byte {
+	head := producerHeadSize + 8
 	keep := producerBatchesKept
-	if 13+len(ps)*(producerHeadSize+keep*producerBatchSize) > producerSnapshotMax {
+	if 13+len(ps)*(head+keep*producerBatchSize) > producerSnapshotMax {
 		keep = 1
 	}
-	b := make([]byte, 0, 13+len(ps)*(producerHeadSize+keep*producerBatchSize))
-	b = append(b, 1)
+	aborted := ts.aborted
+	if len(aborted) > maxAbortedSnapshot {
+		aborted = aborted[len(aborted)-maxAbortedSnapshot:]
+	}
+	b := make([]byte, 0, 21+len(ps)*(head+keep*producerBatchSize)+16*len(ts.ongoing)+24*len(aborted))
+	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(upTo))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
 	for id, pe := range ps {
 		n := min(pe.n, keep)
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(pe.epoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(pe.markerTS))
 		b = append(b, byte(n))
 		for i := pe.n - n; i < pe.n; i++ {
 			x := pe.nth(i)
@@ -317,35 +364,55 @@ func encodeProducers(upTo int64, ps producers) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(x.ts))
 		}
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ts.ongoing)))
+	for pid, first := range ts.ongoing {
+		b = binary.BigEndian.AppendUint64(b, uint64(pid))
+		b = binary.BigEndian.AppendUint64(b, uint64(first))
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(aborted)))
+	for _, a := range aborted {
+		b = binary.BigEndian.AppendUint64(b, uint64(a.pid))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.first))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.last))
+	}
 	return b
 }
 
 var errBadProducerSnapshot = errors.New("log: malformed producer state snapshot")
 
-func decodeProducers(b []byte) (int64, producers, error) {
-	if len(b) < 13 || b[0] != 1 {
-		return 0, nil, errBadProducerSnapshot
+func decodeProducers(b []byte) (int64, producers, txnState, error) {
+	var ts txnState
+	if len(b) < 13 || b[0] != 1 && b[0] != snapshotVersion {
+		return 0, nil, ts, errBadProducerSnapshot
+	}
+	v := b[0]
+	head := producerHeadSize
+	if v >= 2 {
+		head += 8
 	}
 	upTo := int64(binary.BigEndian.Uint64(b[1:]))
 	count := int(binary.BigEndian.Uint32(b[9:]))
 	b = b[13:]
-	if count > len(b)/producerHeadSize {
-		return 0, nil, errBadProducerSnapshot
+	if count > len(b)/head {
+		return 0, nil, ts, errBadProducerSnapshot
 	}
 	var ps producers
 	if count > 0 {
 		ps = make(producers, count)
 	}
 	for range count {
-		if len(b) < producerHeadSize {
-			return 0, nil, errBadProducerSnapshot
+		if len(b) < head {
+			return 0, nil, ts, errBadProducerSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
 		pe := &producerEntry{epoch: int16(binary.BigEndian.Uint16(b[8:]))}
-		n := int(b[10])
-		b = b[producerHeadSize:]
-		if n == 0 || n > producerBatchesKept || len(b) < n*producerBatchSize || ps[id] != nil {
-			return 0, nil, errBadProducerSnapshot
+		if v >= 2 {
+			pe.markerTS = int64(binary.BigEndian.Uint64(b[10:]))
+		}
+		n := int(b[head-1])
+		b = b[head:]
+		if n == 0 && v < 2 || n > producerBatchesKept || len(b) < n*producerBatchSize || ps[id] != nil {
+			return 0, nil, ts, errBadProducerSnapshot
 		}
 		for range n {
 			pe.add(pe.epoch, producerBatch{
@@ -356,8 +423,39 @@ func decodeProducers(b []byte) (int64, producers, error) {
 		}
 		ps[id] = pe
 	}
-	if len(b) != 0 {
-		return 0, nil, errBadProducerSnapshot
+	if v >= 2 {
+		if len(b) < 4 {
+			return 0, nil, ts, errBadProducerSnapshot
+		}
+		n := int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if n > len(b)/16 {
+			return 0, nil, ts, errBadProducerSnapshot
+		}
+		if n > 0 {
+			ts.ongoing = make(map[int64]int64, n)
+		}
+		for range n {
+			ts.ongoing[int64(binary.BigEndian.Uint64(b))] = int64(binary.BigEndian.Uint64(b[8:]))
+			b = b[16:]
+		}
+		if len(b) < 4 {
+			return 0, nil, ts, errBadProducerSnapshot
+		}
+		n = int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if n != len(b)/24 || len(b)%24 != 0 {
+			return 0, nil, ts, errBadProducerSnapshot
+		}
+		ts.aborted = make([]abortedTxn, n)
+		for i := range n {
+			ts.aborted[i] = abortedTxn{pid: int64(binary.BigEndian.Uint64(b)),
+				first: int64(binary.BigEndian.Uint64(b[8:])), last: int64(binary.BigEndian.Uint64(b[16:]))}
+			b = b[24:]
+		}
 	}
-	return upTo, ps, nil
+	if len(b) != 0 {
+		return 0, nil, ts, errBadProducerSnapshot
+	}
+	return upTo, ps, ts, nil
 }

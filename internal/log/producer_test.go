@@ -324,7 +324,7 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 			ps.record(&a, producerBatch{firstSeq: int32(i), lastSeq: int32(i), base: int64(i), last: int64(i), ts: 100 + int64(i)})
 		}
 	}
-	upTo, got, err := decodeProducers(encodeProducers(42, ps))
+	upTo, got, _, err := decodeProducers(encodeProducers(42, ps, &txnState{}))
 	if err != nil || upTo != 42 || len(got) != 3 {
 		t.Fatalf("decode: %d, %d producers, %v", upTo, len(got), err)
 	}
@@ -339,8 +339,8 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range [][]byte{nil, {2}, encodeProducers(1, ps)[:20]} {
-		if _, _, err := decodeProducers(bad); err == nil {
+	for _, bad := range [][]byte{nil, {2}, encodeProducers(1, ps, &txnState{})[:20]} {
+		if _, _, _, err := decodeProducers(bad); err == nil {
 			t.Errorf("decoded %x", bad)
 		}
 	}

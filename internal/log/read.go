@@ -41,8 +41,14 @@ func sortExtents(x []*extent) {
 // high watermark. offset == HW (or up to the log end) returns no records.
 // The returned bytes are shared and must not be modified.
 func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	return p.read(ctx, offset, maxBytes, minOneBatch, false)
+}
+
+// read is Read, and with committed ReadCommitted: the bound is the last
+// stable offset instead of the high watermark.
+func (p *Partition) read(ctx context.Context, offset int64, maxBytes int32, minOneBatch, committed bool) (ReadResult, error) {
 	for attempt := 0; ; attempt++ {
-		r, exts, err := p.readMem(offset, maxBytes, minOneBatch)
+		r, exts, bound, err := p.readMem(offset, maxBytes, minOneBatch, committed)
 		if err != nil || exts == nil {
 			return r, err
 		}
@@ -54,40 +60,48 @@ func (p *Partition) Read(ctx context.Context, offset int64, maxBytes int32, minO
 			return ReadResult{}, fmt.Errorf("%w: read %s-%d@%d: %v", ErrStorage, p.t.name, p.id, offset, err)
 		}
 		if found {
-			r.Records = data
+			// Rolled data is below the high watermark, not necessarily
+			// below the last stable offset.
+			r.Records = clipBatches(data, bound)
 			return r, nil
 		}
 		// Everything at or after offset in the objects was compacted
 		// away: continue with the in-memory tail.
 		p.mu.RLock()
-		r.Records = p.readTailLocked(offset, maxBytes, minOneBatch, r.HighWatermark)
+		r.Records = p.readTailLocked(offset, maxBytes, minOneBatch, bound)
 		p.mu.RUnlock()
 		return r, nil
 	}
 }
 
 // readMem serves the read from memory if it can; otherwise it returns the
-// extents to read (a snapshot; extents are immutable).
-func (p *Partition) readMem(offset int64, maxBytes int32, minOne bool) (ReadResult, []*extent, error) {
+// extents to read (a snapshot; extents are immutable) and the offset the
+// read must stay below.
+func (p *Partition) readMem(offset int64, maxBytes int32, minOne, committed bool) (ReadResult, []*extent, int64, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if err := p.checkLive(); err != nil {
-		return ReadResult{}, nil, err
+		return ReadResult{}, nil, 0, err
 	}
 	hw, ls := p.hw.Load(), p.logStart.Load()
-	r := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: ls}
+	lso := p.lsoLocked(hw)
+	r := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: ls}
 	if offset < ls || offset > p.next {
-		return ReadResult{}, nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, ls, p.next)
+		return ReadResult{}, nil, 0, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, ls, p.next)
 	}
-	if offset >= hw {
-		return r, nil, nil
+	bound := hw
+	if committed {
+		bound = lso
+	}
+	if offset >= bound {
+		return r, nil, bound, nil
 	}
 	if len(p.tail) > 0 && offset >= p.tail[0].base || len(p.extents) == 0 ||
 		p.extents[len(p.extents)-1].Last < offset {
-		r.Records = p.readTailLocked(offset, maxBytes, minOne, hw)
-		return r, nil, nil
+		r.Records = p.readTailLocked(offset, maxBytes, minOne, bound)
+		return r, nil, bound, nil
 	}
-	return r, p.extents, nil
+	return r, p.extents, bound, nil
 }
 
 func (p *Partition) readTailLocked(offset int64, maxBytes int32, minOne bool, hw int64) []byte {

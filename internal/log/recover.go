@@ -77,13 +77,14 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			stale = append(stale, meta.Delete(kv.Key))
 			continue
 		}
-		upTo, ps, err := decodeProducers(kv.Value)
+		upTo, ps, ts, err := decodeProducers(kv.Value)
 		if err != nil {
 			return 0, storageErr("producer state "+kv.Key, err)
 		}
 		ps.expire(cutoff)
 		p.rolledProducers, p.rolledUpTo = ps, upTo
 		p.producers = ps.clone()
+		p.rolledTxns, p.txns = ts, ts.clone()
 	}
 
 	var marker uint64
@@ -145,6 +146,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 				// Not in the snapshot; the roller folds it into the
 				// rolled state when it rolls this segment again.
 				p.producers.fold(ent.Batch)
+				p.txns.fold(ent.Batch)
 			}
 			last := batch.LastOffset(ent.Batch)
 			if last < p.next {
@@ -161,6 +163,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 	e.forEachPartition(func(p *Partition) {
 		p.hw.Store(p.next)
 		p.producers.expire(cutoff)
+		p.txns.truncate(p.logStart.Load())
 	})
 	if len(e.rollQueue) > 0 {
 		e.rollKick <- struct{}{}
