@@ -63,6 +63,20 @@ type Groups struct {
 	ConsumerHeartbeatInterval time.Duration `yaml:"consumer_heartbeat_interval"`
 }
 
+// Transactions configures the transaction coordinator (Kafka's names in
+// parentheses).
+type Transactions struct {
+	// StateTopicPartitions is the partition count of __transaction_state
+	// when it is created (transaction.state.log.num.partitions).
+	StateTopicPartitions int32 `yaml:"state_topic_partitions"`
+	// MaxTimeout caps the transaction.timeout.ms a producer may ask for
+	// (transaction.max.timeout.ms).
+	MaxTimeout time.Duration `yaml:"max_timeout"`
+	// AbortCheckInterval is how often transactions past their timeout are
+	// aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	AbortCheckInterval time.Duration `yaml:"abort_check_interval"`
+}
+
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
 // of internal/objstore/s3.Config, which checks them fully when the store
@@ -125,6 +139,8 @@ type Config struct {
 
 	Groups Groups `yaml:"groups"`
 
+	Transactions Transactions `yaml:"transactions"`
+
 	S3 S3 `yaml:"s3"`
 
 	LogLevel  string `yaml:"log_level"`
@@ -154,6 +170,11 @@ func Default() Config {
 			MaxSessionTimeout:             30 * time.Minute,
 			ConsumerSessionTimeout:        45 * time.Second,
 			ConsumerHeartbeatInterval:     5 * time.Second,
+		},
+		Transactions: Transactions{
+			StateTopicPartitions: 50,
+			MaxTimeout:           15 * time.Minute,
+			AbortCheckInterval:   10 * time.Second,
 		},
 		S3:        S3{Addressing: "auto"},
 		LogLevel:  "info",
@@ -242,6 +263,14 @@ func (c *Config) Validate() error {
 		return bad("groups.consumer_heartbeat_interval", "must be > 0")
 	case g.ConsumerSessionTimeout <= g.ConsumerHeartbeatInterval:
 		return bad("groups.consumer_session_timeout", "must be > groups.consumer_heartbeat_interval")
+	}
+	switch t := c.Transactions; {
+	case t.StateTopicPartitions < 1 || t.StateTopicPartitions > 10000:
+		return bad("transactions.state_topic_partitions", "must be 1..10000, got %d", t.StateTopicPartitions)
+	case t.MaxTimeout < time.Millisecond:
+		return bad("transactions.max_timeout", "must be >= 1ms")
+	case t.AbortCheckInterval <= 0:
+		return bad("transactions.abort_check_interval", "must be > 0")
 	}
 	if err := c.S3.validate(bad); err != nil {
 		return err

@@ -36,6 +36,8 @@ type Coordinator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	txn txnState // transactional offset commits (txnoffsets.go)
 }
 
 // New returns a coordinator over store. It answers ErrLoading until Start

@@ -4,7 +4,8 @@
 // membership), the KIP-848 consumer protocol (ConsumerGroupHeartbeat with
 // server-side uniform and range assignors, member epochs and incremental
 // reconciliation; consumer.go, assign.go, crecords.go) and committed offsets
-// (commit, fetch, delete, expiry).
+// (commit, fetch, delete, expiry), including transactional offsets
+// (TxnOffsetCommit, pending until the transaction's marker; txnoffsets.go).
 //
 // State is kept the way Kafka keeps it: every change that must survive a
 // restart is a record in the internal compacted topic __consumer_offsets,
@@ -17,8 +18,8 @@
 //
 // It does not own the wire protocol (internal/kafka translates requests and
 // the sentinel errors below into Kafka messages and codes), the log itself
-// (internal/log), or transactions (offsets committed in transactions arrive
-// with the transaction coordinator).
+// (internal/log), or transactions themselves (internal/txn decides them and
+// calls CompleteTxn after writing a marker to the offsets topic).
 //
 // Locks: Coordinator.mu (the group map) is taken before group.mu, never the
 // other way round. No lock is held while waiting for the log.

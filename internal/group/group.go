@@ -146,6 +146,7 @@ type group struct {
 	syncDeadline time.Time
 
 	offsets        map[tp]*offsetEntry
+	txnOffsets     map[int64]map[tp]*offsetEntry // producer id -> offsets awaiting its marker
 	pendingCommits int
 	hasStored      bool // a GroupMetadata record may exist
 

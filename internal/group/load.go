@@ -37,6 +37,7 @@ func (c *Coordinator) load(ctx context.Context) error {
 		return nil
 	}
 	loaded := map[string]*group{}
+	c.txn.reset()
 	for p := int32(0); p < n; p++ {
 		if err := c.loadPartition(ctx, p, loaded); err != nil {
 			return err
@@ -47,12 +48,13 @@ func (c *Coordinator) load(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.groups = map[string]*group{}
 	for id, g := range loaded {
+		c.txn.noteGroup(g)
 		if g.cg != nil {
 			g.finishConsumerLoad(now)
 			c.groups[id] = g
 			continue
 		}
-		if !g.hasStored && len(g.offsets) == 0 {
+		if !g.hasStored && len(g.offsets) == 0 && len(g.txnOffsets) == 0 {
 			continue
 		}
 		for _, m := range g.members {
@@ -99,7 +101,17 @@ func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[str
 			}
 			offset = h.LastOffset() + 1
 			if h.IsControl() {
+				if h.ProducerID >= 0 && len(recs) > 0 && h.BaseOffset < end {
+					if commit, ok := controlCommit(recs[0].Key); ok {
+						replayMarker(p, h.ProducerID, commit, loaded)
+					}
+				}
 				continue
+			}
+			pid := int64(-1)
+			if h.Attributes&attrTransactional != 0 && h.ProducerID >= 0 {
+				pid = h.ProducerID
+				c.txn.noteSeq(p, pid, h.ProducerEpoch, h.BaseSequence+h.LastOffsetDelta)
 			}
 			for i := range recs {
 				r := &recs[i]
@@ -107,7 +119,7 @@ func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[str
 				if at >= end {
 					break
 				}
-				if err := c.replay(p, at, r.Key, r.Value, loaded); err != nil {
+				if err := c.replay(p, at, r.Key, r.Value, loaded, pid); err != nil {
 					c.logger.Warn("skipping unreadable record in the offsets topic", "partition", p, "offset", at, "err", err)
 				}
 			}
@@ -116,7 +128,7 @@ func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[str
 	return nil
 }
 
-func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[string]*group) error {
+func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[string]*group, pid int64) error {
 	d, err := decodeRecord(key, value)
 	if err != nil || d.kind == 0 {
 		return err
@@ -142,11 +154,15 @@ func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[st
 		if v.Version == 1 && v.ExpireTimestamp >= 0 {
 			e.ExpireTime = v.ExpireTimestamp
 		}
+		if pid >= 0 {
+			g.addTxnOffset(pid, d.tp, e)
+			return nil
+		}
 		g.offsets[d.tp] = e
 	case 2:
-		offsets := g.offsets
+		offsets, txnOffsets := g.offsets, g.txnOffsets
 		*g = *newGroup(c, d.group, p, time.Time{})
-		g.offsets = offsets
+		g.offsets, g.txnOffsets = offsets, txnOffsets
 		if d.meta == nil {
 			return nil
 		}

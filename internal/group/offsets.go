@@ -162,6 +162,9 @@ type FetchedOffset struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	// Unstable: a transaction has offsets for this partition waiting for
+	// its marker (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT).
+	Unstable bool
 }
 
 // TopicPartitions names partitions of one topic.
@@ -190,7 +193,8 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []TopicPartitions) ([]
 			return nil, nil
 		}
 		for k, e := range g.offsets {
-			out = append(out, FetchedOffset{Topic: k.topic, Partition: k.part, Offset: e.Offset, LeaderEpoch: e.LeaderEpoch, Metadata: e.Metadata})
+			out = append(out, FetchedOffset{Topic: k.topic, Partition: k.part, Offset: e.Offset, LeaderEpoch: e.LeaderEpoch, Metadata: e.Metadata,
+				Unstable: g.txnPending(k)})
 		}
 		c.unlock(g)
 		sort.Slice(out, func(i, j int) bool {
@@ -208,6 +212,7 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []TopicPartitions) ([]
 				if e := g.offsets[tp{t.Topic, p}]; e != nil {
 					f.Offset, f.LeaderEpoch, f.Metadata = e.Offset, e.LeaderEpoch, e.Metadata
 				}
+				f.Unstable = g.txnPending(tp{t.Topic, p})
 			}
 			out = append(out, f)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // errorCode translates a domain error into the Kafka error code a real broker
@@ -104,12 +105,41 @@ func errorCode(err error) int16 {
 		return kerr.InvalidRegularExpression.Code
 	case errors.Is(err, group.ErrUnsupportedVersion):
 		return kerr.UnsupportedVersion.Code
+	case errors.Is(err, txn.ErrLoading):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, txn.ErrNotAvailable), errors.Is(err, txn.ErrStore):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, txn.ErrConcurrentTransactions):
+		return kerr.ConcurrentTransactions.Code
+	case errors.Is(err, txn.ErrProducerFenced):
+		return kerr.ProducerFenced.Code
+	case errors.Is(err, txn.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, txn.ErrInvalidMapping):
+		return kerr.InvalidProducerIDMapping.Code
+	case errors.Is(err, txn.ErrInvalidState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, txn.ErrInvalidTimeout):
+		return kerr.InvalidTransactionTimeout.Code
+	case errors.Is(err, txn.ErrNotFound):
+		return kerr.TransactionalIDNotFound.Code
+	case errors.Is(err, txn.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, context.Canceled):
 		return kerr.RequestTimedOut.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// fencedCode is errorCode for transactional APIs whose older versions
+// predate PRODUCER_FENCED (KIP-588): they get INVALID_PRODUCER_EPOCH.
+func fencedCode(err error, hasFenced bool) int16 {
+	if !hasFenced && errors.Is(err, txn.ErrProducerFenced) {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return errorCode(err)
 }
 
 // errorMessage is the human text sent in responses that carry one.

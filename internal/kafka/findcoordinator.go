@@ -8,14 +8,10 @@ import (
 // FindCoordinator v0-v6. v1 adds the key type, v3+ is flexible, v4+ batches
 // keys (KIP-699); v6 only adds the share-group key type (KIP-932).
 //
-// Groups (key type 0) are coordinated by this node; the first lookup
-// creates __consumer_offsets, as Kafka does. Transactions (key type 1) get
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until the transaction coordinator
-// exists: COORDINATOR_NOT_AVAILABLE would be retriable, so the Java client
-// would block initTransactions for max.block.ms and librdkafka and franz-go
-// would retry until their timeouts, while this code fails them at once with
-// the same answer InitProducerId and Produce already give. Share groups
-// (key type 2) and unknown types get INVALID_REQUEST.
+// Groups (key type 0) and transactions (key type 1) are coordinated by
+// this node; the first lookup creates __consumer_offsets or
+// __transaction_state, as Kafka does. Share groups (key type 2) and
+// unknown types get INVALID_REQUEST.
 func init() { register(kmsg.FindCoordinator, 0, 6, handleFindCoordinator) }
 
 func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -39,8 +35,12 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			c.NodeID, c.Host, c.Port = b.NodeID(), host, port
 		case 1:
-			c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-			msg = "transactions are not supported by this broker yet"
+			if err := rc.txns().EnsureTopic(rc.ctx); err != nil {
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				msg = err.Error()
+				break
+			}
+			c.NodeID, c.Host, c.Port = b.NodeID(), host, port
 		default:
 			c.ErrorCode = kerr.InvalidRequest.Code
 			msg = "unsupported coordinator key type"

@@ -1,13 +1,19 @@
 package kafka
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerId v0-v5 for idempotent (non-transactional) producers.
-// Transactional ids arrive with the transaction coordinator; until then
-// they are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// InitProducerId v0-v5. With a transactional id the transaction
+// coordinator answers (internal/txn): a new producer id on first use, an
+// epoch bump on every init that fences the previous incarnation and aborts
+// its ongoing transaction, KIP-360 recovery when the client passes its
+// current producer id and epoch (v3+), CONCURRENT_TRANSACTIONS while a
+// previous commit or abort completes. A fenced v3+ caller gets
+// PRODUCER_FENCED from v4 on, INVALID_PRODUCER_EPOCH before.
 //
 // Without a transactional id Kafka's TransactionCoordinator "always blindly
 // accepts the request and returns a new producerId" at epoch 0, whatever
@@ -25,14 +31,25 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID = -1
 	resp.ProducerEpoch = -1
-	// Kafka's order: transactional id authorization, then the id/epoch pair.
-	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return done(resp)
-	}
 	if req.Version >= 3 && (req.ProducerID == -1) != (req.ProducerEpoch == -1) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return done(resp)
+	}
+	if req.TransactionalID != nil {
+		expectPID, expectEpoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			expectPID, expectEpoch = req.ProducerID, req.ProducerEpoch
+		}
+		id, timeout := *req.TransactionalID, time.Duration(req.TransactionTimeoutMillis)*time.Millisecond
+		return func() kmsg.Response {
+			r, err := rc.txns().InitProducerID(rc.ctx, id, timeout, expectPID, expectEpoch)
+			if err != nil {
+				resp.ErrorCode = fencedCode(err, req.Version >= 4)
+				return resp
+			}
+			resp.ProducerID, resp.ProducerEpoch = r.PID, r.Epoch
+			return resp
+		}
 	}
 	id, err := rc.broker().Engine().NextProducerID(rc.ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -8,8 +9,8 @@ import (
 
 // OffsetFetch v1-v9 (Kafka 4's range; KIP-896 dropped v0). v2 adds the
 // top-level error and null topics for "all", v5 leader epochs, v6+ is
-// flexible, v7 require_stable (always stable here: there are no pending
-// transactional offsets yet), v8 several groups per request (KIP-709), v9
+// flexible, v7 require_stable (a partition with transactional offsets
+// awaiting their marker answers UNSTABLE_OFFSET_COMMIT, retriable), v8 several groups per request (KIP-709), v9
 // the KIP-848 member id and epoch, checked against consumer-protocol groups
 // (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) and not against classic ones.
 // Uncommitted partitions answer offset -1.
@@ -20,6 +21,13 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	co := rc.groups()
 
+	stable := rc.version() >= 7 && req.RequireStable
+	partCode := func(o group.FetchedOffset) int16 {
+		if stable && o.Unstable {
+			return kerr.UnstableOffsetCommit.Code
+		}
+		return 0
+	}
 	fetch := func(id string, topics []group.TopicPartitions) ([]group.FetchedOffset, int16) {
 		offs, err := co.FetchOffsets(id, topics)
 		if err != nil {
@@ -61,6 +69,9 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition = o.Partition
 				sp.Offset = o.Offset
+				if sp.ErrorCode = partCode(o); sp.ErrorCode != 0 {
+					sp.Offset = -1
+				}
 				sp.LeaderEpoch = o.LeaderEpoch
 				md := o.Metadata
 				sp.Metadata = &md
@@ -90,6 +101,9 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		sp := kmsg.NewOffsetFetchResponseTopicPartition()
 		sp.Partition = o.Partition
 		sp.Offset = o.Offset
+		if sp.ErrorCode = partCode(o); sp.ErrorCode != 0 {
+			sp.Offset = -1
+		}
 		sp.LeaderEpoch = o.LeaderEpoch
 		md := o.Metadata
 		sp.Metadata = &md

@@ -10,11 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // Produce v0-v10. v9+ is flexible; v10 adds the KIP-951 leader hints,
 // which a single leader never needs to send. v11+ (KIP-890 implicit
-// transaction membership) comes with transactions.
+// transaction membership) is not served. With a transactional id, each
+// partition must be in the producer's ongoing transaction
+// (INVALID_TXN_STATE otherwise; a stale epoch is INVALID_PRODUCER_EPOCH).
 //
 // v0-v2 are advertised although Kafka 4 dropped them (KIP-896), because
 // librdkafka before 2.10 only enables gzip, snappy and lz4 when the broker
@@ -59,11 +63,23 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sp.ErrorMessage = internalTopicMessage(rt.Topic)
 			case err != nil:
 				sp.ErrorCode = errorCode(err)
-			case req.TransactionID != nil:
-				// Transactions arrive with the transaction coordinator.
-				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			case len(rp.Records) == 0:
 				sp.ErrorCode = kerr.CorruptMessage.Code
+			case req.TransactionID != nil && len(rp.Records) < 61:
+				sp.ErrorCode = kerr.CorruptMessage.Code
+			case req.TransactionID != nil:
+				// Kafka's partition verification (KIP-890 part 1): a
+				// transactional batch is taken only into a partition the
+				// producer added to its ongoing transaction. The batch
+				// itself goes to the log unchanged; its attributes carry
+				// the transactional bit.
+				if err := rc.txns().Verify(*req.TransactionID, batch.ProducerID(rp.Records), batch.ProducerEpoch(rp.Records),
+					txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); err != nil {
+					sp.ErrorCode = errorCode(err)
+					sp.ErrorMessage = errorMessage(err)
+					break
+				}
+				work = append(work, &produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
 			default:
 				work = append(work, &produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
 			}

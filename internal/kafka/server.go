@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // Config is the front-end's configuration.
@@ -42,6 +43,7 @@ type reqCtx struct {
 
 func (rc *reqCtx) broker() *broker.Broker     { return rc.conn.srv.broker }
 func (rc *reqCtx) groups() *group.Coordinator { return rc.conn.srv.groups }
+func (rc *reqCtx) txns() *txn.Coordinator     { return rc.conn.srv.txns }
 func (rc *reqCtx) version() int16             { return rc.hdr.APIVersion }
 
 // done wraps an already-built response.
@@ -59,6 +61,7 @@ type Server struct {
 	cfg     Config
 	broker  *broker.Broker
 	groups  *group.Coordinator
+	txns    *txn.Coordinator
 	logger  *slog.Logger
 	apis    map[int16]api
 	metrics metrics
@@ -69,10 +72,10 @@ type Server struct {
 	wg    sync.WaitGroup
 }
 
-// NewServer builds the front-end over b and the group coordinator groups.
-// reg may be nil.
-func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, logger *slog.Logger, reg prometheus.Registerer) *Server {
-	s := &Server{cfg: cfg, broker: b, groups: groups, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
+// NewServer builds the front-end over b, the group coordinator groups and
+// the transaction coordinator txns. reg may be nil.
+func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, txns *txn.Coordinator, logger *slog.Logger, reg prometheus.Registerer) *Server {
+	s := &Server{cfg: cfg, broker: b, groups: groups, txns: txns, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
 	s.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "requests_total", Help: "Kafka requests by API.",

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/meta/embedded"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // Server is a running node.
@@ -40,6 +41,7 @@ type Server struct {
 	md       meta.Store
 	engine   *log.Engine
 	groups   *group.Coordinator
+	txns     *txn.Coordinator
 	kafka    *kafka.Server
 	ln       net.Listener
 	admin    *http.Server
@@ -161,9 +163,27 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 	groups.Start()
 
+	tcfg := txn.DefaultConfig()
+	tcfg.Partitions = cfg.Transactions.StateTopicPartitions
+	tcfg.MaxTimeout = cfg.Transactions.MaxTimeout
+	tcfg.AbortCheckInterval = cfg.Transactions.AbortCheckInterval
+	txns, err := txn.New(tcfg, txn.Deps{Store: txn.NewEngineStore(engine), Markers: txn.NewEngineMarkers(engine),
+		Groups: groups, NextPID: engine.NextProducerID, Logger: logger.With("component", "txn")})
+	if err != nil {
+		groups.Close()
+		ln.Close()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+	// Like groups, transactions load in the background
+	// (COORDINATOR_LOAD_IN_PROGRESS until then) and then finish the
+	// commits and aborts a crash interrupted.
+	txns.Start()
+
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, ln: ln, cancel: cancel, done: make(chan error, 1)}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, groups, logger.With("component", "kafka"), reg)
+	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, groups, txns, logger.With("component", "kafka"), reg)
 	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
 
 	if cfg.AdminListen != "" {
@@ -213,6 +233,7 @@ func (s *Server) Close() error {
 		s.admin.Close()
 	}
 	s.kafka.Close()
+	s.txns.Close()
 	s.groups.Close()
 	err := s.engine.Close()
 	if cerr := s.md.Close(); err == nil {

@@ -2,7 +2,6 @@ package idempotence
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -47,14 +46,19 @@ func TestInitProducerID(t *testing.T) {
 	if r := init(4, nil, first.ProducerID, -1); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("id without epoch: error %d", r.ErrorCode)
 	}
-	// A transactional id is refused (by FindCoordinator already, which
-	// franz-go sends first; the handler refuses it too).
+	// A transactional id goes to the transaction coordinator: a timeout of
+	// 0 is INVALID_TRANSACTION_TIMEOUT, as Kafka; a valid one gets a new id
+	// at epoch 0 (test/txn covers the rest).
 	txn := "tx"
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = &txn
 	resp, err := req.RequestWith(ctx, cl)
-	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) &&
-		(err != nil || resp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code) {
+	if err != nil || resp.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("transactional id without timeout: %v %+v", err, resp)
+	}
+	req.TransactionTimeoutMillis = 60000
+	resp, err = req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 || resp.ProducerID < 0 || resp.ProducerEpoch != 0 {
 		t.Fatalf("transactional id: %v %+v", err, resp)
 	}
 }

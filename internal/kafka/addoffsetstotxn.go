@@ -1,0 +1,21 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AddOffsetsToTxn v0-v4: adds the group's __consumer_offsets partition to
+// the transaction, so EndTxn writes a marker there and settles the
+// offsets TxnOffsetCommit wrote. v2 allows PRODUCER_FENCED, v3+ is
+// flexible, v4 allows TRANSACTION_ABORTABLE.
+func init() { register(kmsg.AddOffsetsToTxn, 0, 4, handleAddOffsetsToTxn) }
+
+func handleAddOffsetsToTxn(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	return func() kmsg.Response {
+		err := rc.txns().AddOffsets(rc.ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+		resp.ErrorCode = fencedCode(err, rc.version() >= 2)
+		return resp
+	}
+}

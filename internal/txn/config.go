@@ -1,0 +1,37 @@
+package txn
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the coordinator's configuration, after Kafka's transaction.*
+// broker settings.
+type Config struct {
+	// Partitions of __transaction_state (transaction.state.log.num.partitions).
+	Partitions int32
+	// MaxTimeout caps a client's transaction.timeout.ms
+	// (transaction.max.timeout.ms); longer asks are INVALID_TRANSACTION_TIMEOUT.
+	MaxTimeout time.Duration
+	// AbortCheckInterval is how often timed-out transactions are looked for
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	AbortCheckInterval time.Duration
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{Partitions: 50, MaxTimeout: 15 * time.Minute, AbortCheckInterval: 10 * time.Second}
+}
+
+// Validate names the first bad key.
+func (c Config) Validate() error {
+	switch {
+	case c.Partitions < 1:
+		return fmt.Errorf("transactions.state_topic_partitions must be at least 1, not %d", c.Partitions)
+	case c.MaxTimeout < time.Millisecond:
+		return fmt.Errorf("transactions.max_timeout must be at least 1ms, not %v", c.MaxTimeout)
+	case c.AbortCheckInterval <= 0:
+		return fmt.Errorf("transactions.abort_check_interval must be positive, not %v", c.AbortCheckInterval)
+	}
+	return nil
+}
