@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
 )
 
@@ -17,20 +17,9 @@ import (
 // and 16 are read and ignored (topic metadata and regexes are resolved
 // again on load); other types are skipped.
 
-// partitionFor is Kafka's mapping: Utils.abs(groupId.hashCode) % n, where
-// hashCode is Java's String.hashCode over UTF-16 code units.
-func partitionFor(group string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(group)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
-}
+// partitionFor is Kafka's mapping of an id to a partition of the internal
+// topic (see log.CoordinatorPartition).
+func partitionFor(group string, n int32) int32 { return log.CoordinatorPartition(group, n) }
 
 func offsetKey(group, topic string, part int32) []byte {
 	k := kmsg.OffsetCommitKey{Version: 1, Group: group, Topic: topic, Partition: part}

@@ -5,28 +5,16 @@ import (
 	"fmt"
 	"sort"
 	"time"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
 )
 
-// partitionFor is Kafka's mapping: Utils.abs(id.hashCode) % n, where
-// hashCode is Java's String.hashCode over UTF-16 code units (the same as
-// internal/group's).
-func partitionFor(id string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(id)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
-}
+// partitionFor is Kafka's mapping of an id to a partition of the internal
+// topic (see log.CoordinatorPartition).
+func partitionFor(id string, n int32) int32 { return log.CoordinatorPartition(id, n) }
 
 func txnKey(id string) []byte {
 	k := kmsg.TxnMetadataKey{Version: 0, TransactionalID: id}

@@ -2,10 +2,7 @@ package txn
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"sync"
 
 	"github.com/sluice-mq/sluice/internal/log"
 )
@@ -46,80 +43,8 @@ type Groups interface {
 	CompleteTxn(ctx context.Context, partition int32, pid int64, commit bool) error
 }
 
-type engineStore struct {
-	e  *log.Engine
-	mu sync.Mutex // serialises Create
-}
-
 // NewEngineStore is the Store over the broker's log engine.
-func NewEngineStore(e *log.Engine) Store { return &engineStore{e: e} }
-
-func (s *engineStore) Partitions() int32 {
-	if t, ok := s.e.Topic(Topic); ok {
-		return t.Partitions
-	}
-	return 0
-}
-
-func (s *engineStore) Create(ctx context.Context, n int32) (int32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.e.Topic(Topic); ok {
-		return t.Partitions, nil
-	}
-	t, err := s.e.CreateTopic(ctx, Topic, n, map[string]string{"cleanup.policy": "compact", "compression.type": "producer"})
-	if errors.Is(err, log.ErrTopicExists) {
-		if t, ok := s.e.Topic(Topic); ok {
-			return t.Partitions, nil
-		}
-	}
-	if err != nil {
-		return 0, err
-	}
-	return t.Partitions, nil
-}
-
-func (s *engineStore) Append(ctx context.Context, p int32, b []byte) (int64, error) {
-	part, err := s.e.Partition(Topic, p)
-	if err != nil {
-		return 0, err
-	}
-	res, err := part.Append(ctx, b, -1)
-	if err != nil {
-		return 0, err
-	}
-	last := res.BaseOffset + int64(binary.BigEndian.Uint32(b[23:]))
-	for {
-		ch := part.Wait()
-		if part.HighWatermark() > last {
-			return res.BaseOffset, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-}
-
-func (s *engineStore) Read(ctx context.Context, p int32, offset int64) ([]byte, int64, error) {
-	part, err := s.e.Partition(Topic, p)
-	if err != nil {
-		return nil, 0, err
-	}
-	if ls := part.LogStartOffset(); offset < ls {
-		offset = ls
-	}
-	hw := part.HighWatermark()
-	if offset >= hw {
-		return nil, hw, nil
-	}
-	r, err := part.Read(ctx, offset, 1<<20, true)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading %s-%d at %d: %w", Topic, p, offset, err)
-	}
-	return r.Records, r.HighWatermark, nil
-}
+func NewEngineStore(e *log.Engine) Store { return log.NewInternalTopic(e, Topic) }
 
 type engineMarkers struct{ e *log.Engine }
 
