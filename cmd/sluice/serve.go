@@ -31,6 +31,18 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"retention-check-interval", "retention_check_interval", "how often retention and compaction run"},
 	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
 	{"topic-defaults", "topic_defaults", "broker-level topic config defaults, k=v,k=v (e.g. retention.ms=3600000)"},
+	{"s3-endpoint", "s3.endpoint", "S3-compatible service host:port for data objects (empty: objects stay in --data-dir)"},
+	{"s3-bucket", "s3.bucket", "S3 bucket for data objects"},
+	{"s3-prefix", "s3.prefix", "prefix of every object name, so clusters can share a bucket"},
+	{"s3-region", "s3.region", "S3 region (empty: ask the service)"},
+	{"s3-access-key", "s3.access_key", "S3 access key (prefer SLUICE_S3_ACCESS_KEY)"},
+	{"s3-secret-key", "s3.secret_key", "S3 secret key (prefer SLUICE_S3_SECRET_KEY: flags show in ps)"},
+	{"s3-addressing", "s3.addressing", "S3 bucket addressing: auto, path, virtual-host"},
+	{"s3-use-tls", "s3.use_tls", "talk https to the S3 endpoint (true/false)"},
+	{"s3-create-bucket", "s3.create_bucket", "create a missing bucket at start (true/false)"},
+	{"etcd-endpoints", "etcd.endpoints", "etcd endpoints, host:port or http(s)://host:port, comma-separated; setting them runs in cluster mode (needs --s3-endpoint)"},
+	{"etcd-prefix", "etcd.prefix", "prefix of every etcd key, so clusters can share an etcd"},
+	{"lease-ttl", "cluster.lease_ttl", "cluster mode: how long after its last lease renewal a broker loses membership and leaderships"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 }
@@ -98,6 +110,12 @@ func defaultString(c config.Config, key string) string {
 		return c.Flush.Mode
 	case "log_level":
 		return c.LogLevel
+	case "s3.addressing":
+		return c.S3.Addressing
+	case "etcd.prefix":
+		return c.Etcd.Prefix
+	case "cluster.lease_ttl":
+		return c.Cluster.LeaseTTL.String()
 	}
 	return ""
 }

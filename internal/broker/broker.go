@@ -35,6 +35,8 @@ type Config struct {
 	Static map[string]string
 	// DataDir is the log directory reported by DescribeLogDirs.
 	DataDir string
+	// Topology is cluster membership and leadership; nil is a single node.
+	Topology Topology
 }
 
 // Broker is one node's view of the cluster.

@@ -102,6 +102,33 @@ type S3 struct {
 	CreateBucket bool `yaml:"create_bucket"`
 }
 
+// Etcd is the metadata store of a cluster. Setting Endpoints turns on
+// cluster mode: brokers share topic and partition metadata in etcd and data
+// objects in S3. With no endpoints the broker keeps its metadata in
+// data_dir (single node). internal/meta/etcd checks the keys again when the
+// store opens.
+type Etcd struct {
+	// Endpoints are etcd client addresses, host:port or http(s)://host:port;
+	// one comma-separated string in flags and SLUICE_ETCD_ENDPOINTS.
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix namespaces every key, so clusters can share one etcd.
+	Prefix string `yaml:"prefix"`
+	// DialTimeout bounds connecting to etcd at start.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Username and Password enable etcd authentication; both or neither.
+	// Usually from SLUICE_ETCD_USERNAME and SLUICE_ETCD_PASSWORD.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// Cluster configures membership in cluster mode (etcd.endpoints set).
+type Cluster struct {
+	// LeaseTTL is the etcd lease behind a broker's membership and
+	// leaderships: a broker that stops renewing it (crashed, cut off) loses
+	// them this long after its last renewal.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+}
+
 // Config is the whole broker configuration.
 type Config struct {
 	// Listen is the Kafka listener address (host:port; port 0 picks one).
@@ -143,6 +170,9 @@ type Config struct {
 
 	S3 S3 `yaml:"s3"`
 
+	Etcd    Etcd    `yaml:"etcd"`
+	Cluster Cluster `yaml:"cluster"`
+
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"` // text or json
 }
@@ -177,10 +207,16 @@ func Default() Config {
 			AbortCheckInterval:   10 * time.Second,
 		},
 		S3:        S3{Addressing: "auto"},
+		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second},
+		Cluster:   Cluster{LeaseTTL: 5 * time.Second},
 		LogLevel:  "info",
 		LogFormat: "text",
 	}
 }
+
+// ClusterMode reports whether the broker runs as one of a cluster: metadata
+// in etcd, data in S3. It is set by etcd.endpoints.
+func (c Config) ClusterMode() bool { return len(c.Etcd.Endpoints) > 0 }
 
 // Validate checks every key and names the bad one.
 func (c *Config) Validate() error {
@@ -275,6 +311,16 @@ func (c *Config) Validate() error {
 	if err := c.S3.validate(bad); err != nil {
 		return err
 	}
+	if err := c.Etcd.validate(bad); err != nil {
+		return err
+	}
+	if c.Cluster.LeaseTTL < time.Second {
+		return bad("cluster.lease_ttl", "must be >= 1s, got %s", c.Cluster.LeaseTTL)
+	}
+	if c.ClusterMode() && c.S3.Endpoint == "" {
+		// s3.validate has checked that an endpoint comes with a bucket.
+		return bad("s3.endpoint", "cluster mode (etcd.endpoints set) needs an S3 object store: set s3.endpoint and s3.bucket")
+	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
@@ -321,6 +367,53 @@ func (s S3) validate(bad func(key, format string, args ...any) error) error {
 	return nil
 }
 
+// validate checks the etcd keys that can be checked without a client.
+func (e Etcd) validate(bad func(key, format string, args ...any) error) error {
+	for _, ep := range e.Endpoints {
+		if err := checkEtcdEndpoint(ep); err != nil {
+			return bad("etcd.endpoints", "%q: %v", ep, err)
+		}
+	}
+	switch {
+	case e.Prefix == "":
+		return bad("etcd.prefix", "must not be empty, so keys never collide with other users of the etcd cluster")
+	case !strings.HasSuffix(e.Prefix, "/"):
+		// Without it "/sluice/a" would also hold the keys of "/sluice/ab".
+		return bad("etcd.prefix", "%q must end with /", e.Prefix)
+	case e.DialTimeout <= 0:
+		return bad("etcd.dial_timeout", "must be > 0")
+	case e.Username == "" && e.Password != "":
+		return bad("etcd.username", "must be set when etcd.password is")
+	case e.Username != "" && e.Password == "":
+		return bad("etcd.password", "must be set when etcd.username is")
+	case len(e.Endpoints) == 0 && e.Username != "":
+		return bad("etcd.endpoints", "must be set when etcd.username is")
+	}
+	return nil
+}
+
+// checkEtcdEndpoint accepts host:port and http(s)://host:port.
+func checkEtcdEndpoint(ep string) error {
+	hostPort := ep
+	if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+		if scheme != "http" && scheme != "https" {
+			return fmt.Errorf("scheme %q is not http or https", scheme)
+		}
+		hostPort = rest
+	}
+	if strings.ContainsAny(hostPort, "/?# ") {
+		return errors.New("want host:port or http(s)://host:port, no path")
+	}
+	h, p, err := net.SplitHostPort(hostPort)
+	if err != nil || h == "" {
+		return errors.New("want host:port or http(s)://host:port")
+	}
+	if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("port %q out of range", p)
+	}
+	return nil
+}
+
 // LoadFile merges a YAML file into c. Unknown keys are errors.
 func (c *Config) LoadFile(path string) error {
 	f, err := os.Open(path)
@@ -362,7 +455,8 @@ func envKeys() map[string]string {
 }
 
 // LoadEnv applies SLUICE_* variables from environ (os.Environ() form).
-// SLUICE_TOPIC_DEFAULTS takes "k=v,k=v".
+// SLUICE_TOPIC_DEFAULTS takes "k=v,k=v"; list keys such as
+// SLUICE_ETCD_ENDPOINTS take "a,b".
 func (c *Config) LoadEnv(environ []string) error {
 	keys := envKeys()
 	names := make([]string, 0, len(environ))
@@ -430,6 +524,15 @@ func (c *Config) Set(key, value string) error {
 			return bad(err)
 		}
 		v.SetInt(n)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		// "a, b,,c" is [a b c]; "" clears the list.
+		var list []string
+		for _, item := range strings.Split(value, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		v.Set(reflect.ValueOf(list))
 	case v.Kind() == reflect.Map:
 		m := map[string]string{}
 		for _, kv := range strings.Split(value, ",") {

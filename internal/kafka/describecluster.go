@@ -19,14 +19,17 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		return done(resp)
 	}
 	resp.ClusterID = b.ClusterID()
-	resp.ControllerID = b.NodeID()
+	resp.ControllerID = b.ControllerID()
 	resp.EndpointType = 1
-	host, port := b.Advertised()
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID = b.NodeID()
-	br.Host = host
-	br.Port = port
-	resp.Brokers = append(resp.Brokers, br)
+	for _, n := range b.Nodes() {
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = n.ID, n.Host, n.Port
+		if n.Rack != "" {
+			rack := n.Rack
+			br.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	resp.ClusterAuthorizedOperations = -2147483648
 	return done(resp)
 }

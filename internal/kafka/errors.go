@@ -45,7 +45,7 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, log.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, log.ErrClosed):
+	case errors.Is(err, log.ErrClosed), errors.Is(err, log.ErrNotLeader):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, log.ErrStorage):
 		return kerr.KafkaStorageError.Code

@@ -63,7 +63,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			} else if p, err := b.Partition(name, rp.Partition); err != nil {
 				sp.ErrorCode = errorCode(err)
 				hasError = true
-			} else if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+			} else if code := leaderCheck(rp.CurrentLeaderEpoch, p); code != 0 {
 				sp.ErrorCode = code
 				hasError = true
 			} else {
@@ -179,6 +179,15 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 
 // checkLeaderEpoch compares a client's current leader epoch with ours, as
 // KIP-320 specifies: -1 skips the check.
+// leaderCheck is checkLeaderEpoch for a partition, which must be led here
+// (cluster mode) to be served: NOT_LEADER_OR_FOLLOWER otherwise.
+func leaderCheck(client int32, p *log.Partition) int16 {
+	if !p.Led() {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return checkLeaderEpoch(client, p.LeaderEpoch())
+}
+
 func checkLeaderEpoch(client, ours int32) int16 {
 	switch {
 	case client == -1:

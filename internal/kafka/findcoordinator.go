@@ -3,6 +3,10 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // FindCoordinator v0-v6. v1 adds the key type, v3+ is flexible, v4+ batches
@@ -18,7 +22,22 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	b := rc.broker()
-	host, port := b.Advertised()
+	// The coordinator of a key is the leader of the internal topic
+	// partition the key maps to (Kafka's rule), found through the topology.
+	locate := func(c *kmsg.FindCoordinatorResponseCoordinator, topic, key string) {
+		t, ok := b.Engine().Topic(topic)
+		if !ok || t.Partitions < 1 {
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return
+		}
+		leader, _, ok := b.Leader(topic, log.CoordinatorPartition(key, t.Partitions))
+		n, live := b.Node(leader)
+		if !ok || !live {
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return
+		}
+		c.NodeID, c.Host, c.Port = n.ID, n.Host, n.Port
+	}
 
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
@@ -33,17 +52,20 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				msg = err.Error()
 				break
 			}
-			c.NodeID, c.Host, c.Port = b.NodeID(), host, port
+			locate(&c, group.Topic, key)
 		case 1:
 			if err := rc.txns().EnsureTopic(rc.ctx); err != nil {
 				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				msg = err.Error()
 				break
 			}
-			c.NodeID, c.Host, c.Port = b.NodeID(), host, port
+			locate(&c, txn.Topic, key)
 		default:
 			c.ErrorCode = kerr.InvalidRequest.Code
 			msg = "unsupported coordinator key type"
+		}
+		if c.ErrorCode != 0 && msg == "" {
+			msg = "the coordinator is not available yet (its partition has no leader)"
 		}
 		if c.ErrorCode != 0 {
 			c.ErrorMessage = &msg

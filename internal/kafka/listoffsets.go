@@ -28,7 +28,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+			if code := leaderCheck(rp.CurrentLeaderEpoch, p); code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue

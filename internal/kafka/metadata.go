@@ -17,15 +17,18 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 
-	host, port := b.Advertised()
-	rb := kmsg.NewMetadataResponseBroker()
-	rb.NodeID = b.NodeID()
-	rb.Host = host
-	rb.Port = port
-	resp.Brokers = append(resp.Brokers, rb)
+	for _, n := range b.Nodes() {
+		rb := kmsg.NewMetadataResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = n.ID, n.Host, n.Port
+		if n.Rack != "" {
+			rack := n.Rack
+			rb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, rb)
+	}
 	cid := b.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = b.NodeID()
+	resp.ControllerID = b.ControllerID()
 
 	addTopic := func(t log.TopicInfo) {
 		mt := kmsg.NewMetadataResponseTopic()
@@ -36,10 +39,16 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		for p := int32(0); p < t.Partitions; p++ {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = p
-			mp.Leader = b.NodeID()
-			mp.LeaderEpoch = 0
-			mp.Replicas = []int32{b.NodeID()}
-			mp.ISR = []int32{b.NodeID()}
+			leader, epoch, ok := b.Leader(t.Name, p)
+			if !ok {
+				// Failover in progress: clients retry after a backoff.
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+				leader, epoch = -1, -1
+			}
+			mp.Leader = leader
+			mp.LeaderEpoch = epoch
+			mp.Replicas = []int32{leader}
+			mp.ISR = []int32{leader}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		mt.AuthorizedOperations = -2147483648

@@ -21,7 +21,7 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Respo
 			p, err := b.Partition(rt.Topic, rp.Partition)
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
-			} else if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+			} else if code := leaderCheck(rp.CurrentLeaderEpoch, p); code != 0 {
 				sp.ErrorCode = code
 			} else {
 				sp.LeaderEpoch, sp.EndOffset = p.EndOffsetForEpoch(rp.LeaderEpoch)

@@ -59,6 +59,9 @@ type Config struct {
 	// batch's timestamp is this old (default 24 h). A broker setting, not a
 	// topic config.
 	ProducerIDExpiration time.Duration
+	// Shared, when set, runs the engine in cluster mode over a shared object
+	// store and meta store (shared.go): Dir is unused.
+	Shared *SharedConfig
 }
 
 // DefaultConfig returns the defaults with WAL files in dir.
@@ -82,8 +85,10 @@ func DefaultConfig(dir string) Config {
 // Validate reports a bad configuration, naming the field.
 func (c *Config) Validate() error {
 	switch {
-	case c.Dir == "":
+	case c.Dir == "" && c.Shared == nil:
 		return errors.New("log: Config.Dir is required")
+	case c.Shared != nil && c.Shared.Fence == nil:
+		return errors.New("log: Config.Shared.Fence is required in cluster mode")
 	case c.Flush < FlushEveryBatch || c.Flush > FlushOS:
 		return fmt.Errorf("log: Config.Flush %d is not a FlushMode", c.Flush)
 	case c.Flush == FlushMessages && c.FlushMessages <= 0:
@@ -133,6 +138,16 @@ func (c *Config) fill() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Shared != nil {
+		sc := *c.Shared
+		if sc.MaxPartitionsPerObject <= 0 {
+			sc.MaxPartitionsPerObject = 100
+		}
+		if sc.SnapshotInterval <= 0 {
+			sc.SnapshotInterval = 10 * time.Second
+		}
+		c.Shared = &sc
+	}
 }
 
 // Engine is the log engine of one broker.
@@ -178,6 +193,10 @@ type Engine struct {
 	pidNext  int64
 	pidEnd   int64
 	recovery RecoveryReport
+
+	// cluster mode (shared.go)
+	snapMu       sync.Mutex // guards prodDirty and rolled producer state in shared mode
+	lastSnapshot time.Time  // flush goroutine only
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,
@@ -191,8 +210,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	if cfg.Shared == nil {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
 	}
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
@@ -200,14 +221,20 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()
-	firstSeq, err := e.recover(ctx)
+	var firstSeq uint64
+	var err error
+	if cfg.Shared != nil {
+		err = e.recoverShared(ctx)
+	} else {
+		firstSeq, err = e.recover(ctx)
+	}
 	if err != nil {
 		e.cancel()
 		return nil, err
 	}
 	mode := map[FlushMode]wal.SyncMode{FlushEveryBatch: wal.SyncEvery, FlushMessages: wal.SyncMessages,
 		FlushInterval: wal.SyncInterval, FlushOS: wal.SyncNever}[cfg.Flush]
-	e.wal, err = wal.Open(wal.Options{
+	wo := wal.Options{
 		Dir: cfg.Dir, Mode: mode, SyncMessages: cfg.FlushMessages, SyncInterval: cfg.FlushInterval,
 		SegmentBytes: cfg.WALSegmentBytes, RollInterval: cfg.RollInterval, FirstSeq: firstSeq,
 		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
@@ -221,7 +248,12 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 			e.m.fsyncSeconds.Observe(d.Seconds())
 		},
 		Logger: logger,
-	})
+	}
+	if cfg.Shared != nil {
+		wo.Sink = e.flushShared
+		wo.OnDurable = nil // flushShared advances each registered partition itself
+	}
+	e.wal, err = wal.Open(wo)
 	if err != nil {
 		e.cancel()
 		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
@@ -236,6 +268,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e.bg.Add(2)
 	go e.rollLoop()
 	go e.cleanLoop()
+	if cfg.Shared != nil {
+		e.bg.Add(1)
+		go e.watchTopics()
+	}
 	return e, nil
 }
 

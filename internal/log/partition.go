@@ -50,13 +50,21 @@ type Partition struct {
 
 	lsMu sync.Mutex // serializes durable log start changes
 
+	// Leadership (cluster mode; always led at epoch 0 on a single node),
+	// guarded by mu. loadSeq moves on every Acquire and Release, so an
+	// append can tell its batch was dropped by a leadership change.
+	led     bool
+	epoch   int32
+	epochs  []epochEntry
+	loadSeq uint64
+
 	hwMu   sync.Mutex
 	waitCh chan struct{}
 	gone   bool // deleted or engine closed: Wait returns a closed channel
 }
 
 func newPartition(e *Engine, t *topic, id int32) *Partition {
-	return &Partition{e: e, t: t, id: id}
+	return &Partition{e: e, t: t, id: id, led: !e.shared()}
 }
 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -94,10 +102,11 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	}
 
 	p.mu.Lock()
-	if p.deleted {
+	if err := p.checkLive(); err != nil {
 		p.mu.Unlock()
-		return AppendResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+		return AppendResult{}, err
 	}
+	epoch, loadSeq := p.epoch, p.loadSeq
 	if pa.id >= 0 {
 		// Checked and recorded under p.mu, with offset assignment, so
 		// concurrent retries of one batch cannot both be appended.
@@ -131,7 +140,7 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 		bt := buf[wal.EntryHeaderSize : wal.EntryHeaderSize+size : wal.EntryHeaderSize+size]
 		copy(bt, src[:size])
 		batch.SetBaseOffset(bt, off)
-		batch.SetLeaderEpoch(bt, 0)
+		batch.SetLeaderEpoch(bt, epoch)
 		if cfg.LogAppendTime {
 			batch.SetLogAppendTime(bt, now)
 		}
@@ -169,6 +178,14 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	}
 	if err := errf(); err != nil {
 		return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	if e.shared() && acks == -1 {
+		p.mu.RLock()
+		moved := p.loadSeq != loadSeq
+		p.mu.RUnlock()
+		if moved {
+			return AppendResult{}, fmt.Errorf("%w: %s-%d: leadership changed before the batch was registered", ErrNotLeader, p.t.name, p.id)
+		}
 	}
 	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
 	if cfg.LogAppendTime {
@@ -249,11 +266,18 @@ func (p *Partition) LogEndOffset() int64 {
 }
 
 // LeaderEpoch is the current leader epoch: 0 in single-node mode.
-func (p *Partition) LeaderEpoch() int32 { return 0 }
+func (p *Partition) LeaderEpoch() int32 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.epoch
+}
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch: for the current epoch (0)
 // the log end offset; for an unknown or future epoch (-1, -1).
 func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	if p.e.shared() {
+		return p.endOffsetForEpochShared(epoch)
+	}
 	if epoch != 0 {
 		return -1, -1
 	}
@@ -283,7 +307,18 @@ func (p *Partition) checkLive() error {
 	if p.deleted {
 		return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
 	}
+	if !p.led {
+		return fmt.Errorf("%w: %s-%d", ErrNotLeader, p.t.name, p.id)
+	}
 	return nil
+}
+
+// Led reports whether this broker serves the partition (always on a single
+// node; in cluster mode while it is the acquired leader).
+func (p *Partition) Led() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.led && !p.deleted
 }
 
 // markRolled records that the partition's data up to last is now in extents

@@ -15,7 +15,9 @@ func (e *Engine) cleanLoop() {
 	defer e.bg.Done()
 	t := time.NewTicker(e.cfg.RetentionCheckInterval)
 	defer t.Stop()
-	e.collectGarbage(e.ctx) // orphans and dead objects found by Open
+	if !e.shared() {
+		e.collectGarbage(e.ctx) // orphans and dead objects found by Open
+	}
 	for {
 		select {
 		case <-t.C:
@@ -40,13 +42,16 @@ func (e *Engine) cleanOnce(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !p.Led() {
+				continue // cluster mode: another broker's partition
+			}
 			p.expireProducers(cutoff)
 			if cfg.Delete {
 				if err := p.applyRetention(ctx); err != nil {
 					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
 				}
 			}
-			if cfg.Compact {
+			if cfg.Compact && !e.shared() {
 				if err := p.compact(ctx); err != nil {
 					e.log.Warn("compaction failed", "topic", t.name, "partition", p.id, "err", err)
 				}

@@ -419,8 +419,8 @@ func (e *Engine) addObject(o *object, live int) {
 // releaseExtents drops partition references to extents; objects left with
 // none are queued for deletion.
 func (e *Engine) releaseExtents(exts []*extent) {
-	if len(exts) == 0 {
-		return
+	if len(exts) == 0 || e.shared() {
+		return // shared mode: objects are not reference counted here
 	}
 	e.objMu.Lock()
 	defer e.objMu.Unlock()

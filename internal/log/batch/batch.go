@@ -183,6 +183,9 @@ func SetLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], uint32(epoch))
 }
 
+// LeaderEpoch returns partitionLeaderEpoch.
+func LeaderEpoch(b []byte) int32 { return int32(binary.BigEndian.Uint32(b[OffLeaderEpoch:])) }
+
 // ComputeCRC returns the CRC-32C of b[21:].
 func ComputeCRC(b []byte) uint32 { return crc32.Checksum(b[OffAttributes:], Castagnoli) }
 

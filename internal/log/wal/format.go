@@ -124,6 +124,10 @@ func DecodeEntry(b []byte) (Entry, int, error) {
 	return e, n, nil
 }
 
+// DecodeHeader is DecodeEntry without the batch CRC check: for entries
+// this process framed itself (wal.Seal) from batches it validated.
+func DecodeHeader(b []byte) (Entry, int, error) { return decodeHeader(b) }
+
 // decodeHeader is DecodeEntry without the batch CRC check.
 func decodeHeader(b []byte) (Entry, int, error) {
 	var e Entry

@@ -48,12 +48,23 @@ type Options struct {
 	OnWrite func(bytes int, entries int, d time.Duration)
 	OnSync  func(d time.Duration)
 	Logger  *slog.Logger
+	// Sink, when set, replaces segment files: each group commit is handed
+	// to Sink (bufs hold whole entries, in reservation order) in the writer
+	// goroutine, one group at a time, and is durable once Sink returns nil.
+	// Cluster mode uses it to make every flush one object PUT. Dir, Mode,
+	// SegmentBytes and RollInterval are ignored; Written closes as soon as
+	// the group is handed over (acks=1 is then answered from memory). An
+	// error fails that group only; the writer carries on.
+	Sink func(bufs [][]byte, items []Item) error
 }
 
-type item struct {
-	owner any
-	end   int64
+// Item is one reservation of a group: its owner and the offset it ends at.
+type Item struct {
+	Owner any
+	End   int64
 }
+
+type item = Item
 
 // Group is one group commit: everything reserved between two flushes.
 type Group struct {
@@ -146,8 +157,10 @@ func Open(o Options) (*Writer, error) {
 	if o.OnRoll == nil {
 		o.OnRoll = func(uint64) {}
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, err
+	if o.Sink == nil {
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	w := &Writer{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
@@ -188,7 +201,7 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 	buf := w.chunk[l : l+n : l+n]
 	g := w.cur
 	wasEmpty := len(g.items) == 0
-	g.items = append(g.items, item{owner, end})
+	g.items = append(g.items, Item{Owner: owner, End: end})
 	g.records += records
 	g.wg.Add(1)
 	w.mu.Unlock()
@@ -334,6 +347,10 @@ func (w *Writer) flushOnce() {
 		close(g.durable)
 		return
 	}
+	if w.o.Sink != nil {
+		w.sinkGroup(g)
+		return
+	}
 	start := time.Now()
 	err := w.write(g)
 	if w.o.OnWrite != nil {
@@ -370,6 +387,24 @@ func (w *Writer) flushOnce() {
 	if w.size >= w.o.SegmentBytes {
 		w.rollSegment()
 	}
+}
+
+// sinkGroup hands g to Options.Sink and settles it.
+func (w *Writer) sinkGroup(g *Group) {
+	close(g.written)
+	start := time.Now()
+	err := w.o.Sink(g.bufs, g.items)
+	if w.o.OnWrite != nil {
+		w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
+	}
+	if err != nil {
+		g.derr = err
+	} else {
+		for _, it := range g.items {
+			w.o.OnDurable(it.Owner, it.End)
+		}
+	}
+	close(g.durable)
 }
 
 func groupBytes(g *Group) int {
@@ -455,7 +490,7 @@ func (w *Writer) sync() {
 func (w *Writer) markDurable() {
 	for _, g := range w.unsynced {
 		for _, it := range g.items {
-			w.o.OnDurable(it.owner, it.end)
+			w.o.OnDurable(it.Owner, it.End)
 		}
 		close(g.durable)
 	}
@@ -563,7 +598,7 @@ func (w *Writer) syncLoop() {
 			}
 			for _, g := range gs {
 				for _, it := range g.items {
-					w.o.OnDurable(it.owner, it.end)
+					w.o.OnDurable(it.Owner, it.End)
 				}
 				close(g.durable)
 			}

@@ -14,13 +14,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
 )
 
 // rawClient talks to the test etcd without a namespace, to see what the
 // store really wrote.
-func rawClient(t *testing.T, srv *server) *clientv3.Client {
+func rawClient(t *testing.T, srv *etcdtest.Server) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.endpoint()}, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Endpoint()}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestConfigValidate(t *testing.T) {
 // retriable when it does not.
 func TestNewUnreachable(t *testing.T) {
 	cfg := DefaultConfig()
-	dead := freeURL(t)
+	dead := etcdtest.UnusedURL(t)
 	cfg.Endpoints = []string{dead.String()} // nothing listens there
 	cfg.Prefix = "/x/"
 	cfg.DialTimeout = 300 * time.Millisecond
@@ -125,7 +126,7 @@ func TestNewUnreachable(t *testing.T) {
 }
 
 func TestTxnLimits(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	tooMany := make([]meta.Op, meta.MaxTxnOps+1)
 	for i := range tooMany {
@@ -178,7 +179,7 @@ func TestTxnLimits(t *testing.T) {
 }
 
 func TestConflictNamesKey(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	mustTxn(t, s, nil, meta.Put("a", nil), meta.Put("b", nil))
 	mustTxn(t, s, nil, meta.Put("b", nil))
@@ -191,7 +192,7 @@ func TestConflictNamesKey(t *testing.T) {
 // TestListPages: a List longer than a page is complete, sorted, and one
 // snapshot even while keys are written between its pages.
 func TestListPages(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	cfg := testConfig(srv, newPrefix())
 	cfg.ListPageSize = 7
 	s := openT(t, cfg)
@@ -229,7 +230,7 @@ func TestListPages(t *testing.T) {
 // TestNamespaceIsolation: two stores on one etcd with different prefixes
 // share nothing, and the prefix is really where the keys live.
 func TestNamespaceIsolation(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	a := openT(t, testConfig(srv, "/sluice/one/"))
 	b := openT(t, testConfig(srv, "/sluice/two/"))
 	// A key outside both, next to them in etcd's order.
@@ -280,7 +281,7 @@ func TestNamespaceIsolation(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := open(t, testConfig(srv, newPrefix()))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
 )
 
 // TestEtcdRestart stops the real etcd under a connected store: every call
@@ -14,7 +15,7 @@ import (
 // etcd is back on the same data directory the same store works again with
 // its data intact, without being reopened.
 func TestEtcdRestart(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	cfg := testConfig(srv, newPrefix())
 	cfg.RequestTimeout = 300 * time.Millisecond
 	s := openT(t, cfg)
@@ -30,7 +31,7 @@ func TestEtcdRestart(t *testing.T) {
 
 	// Stopping waits up to etcd's request timeout (about 5 s) for the open
 	// watch stream, then cuts it, as a real etcd shutdown does.
-	srv.stop()
+	srv.Stop()
 
 	retriable := func(what string, err error) {
 		t.Helper()
@@ -62,7 +63,7 @@ func TestEtcdRestart(t *testing.T) {
 		t.Errorf("New with etcd down = %v, want a retriable error", err)
 	}
 
-	srv.start(t)
+	srv.Start(t)
 
 	eventually(t, "Get after restart", func() bool {
 		_, err := s.Get(bg, "k")

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -30,7 +31,7 @@ func missing(s meta.Store, key string) bool {
 // as when a broker dies) loses its keys once the TTL runs out, and its
 // session reports Done.
 func TestSessionExpiry(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	cfg := testConfig(srv, newPrefix())
 	observer := openT(t, cfg)
 	holder := open(t, cfg)
@@ -68,7 +69,7 @@ func TestSessionExpiry(t *testing.T) {
 
 // TestSessionClose: Close revokes, so the keys are gone when it returns.
 func TestSessionClose(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	sess, err := s.NewSession(bg, 30*time.Second)
 	if err != nil {
@@ -103,7 +104,7 @@ func TestSessionClose(t *testing.T) {
 // (an operator, or expiry during a long partition): Done closes and writes
 // with it fail with ErrSessionDone, never silently unleased.
 func TestSessionRevokedElsewhere(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	// The holder notices at its next renewal, TTL/3 later.
 	sess, err := s.NewSession(bg, 3*time.Second)
@@ -131,7 +132,7 @@ func TestSessionRevokedElsewhere(t *testing.T) {
 // exist"; exactly one wins, and when the winner's session ends another can
 // claim it.
 func TestSessionElection(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	const n = 4
 	sessions := make([]meta.Session, n)
@@ -181,7 +182,7 @@ func TestSessionElection(t *testing.T) {
 }
 
 func TestSessionInvalid(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	if _, err := s.NewSession(bg, 0); err == nil {
 		t.Fatal("NewSession(0) succeeded")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
 	"github.com/sluice-mq/sluice/internal/meta/metatest"
 )
 
@@ -19,9 +20,9 @@ var prefixes atomic.Int64
 
 func newPrefix() string { return fmt.Sprintf("/sluice-test/%d/", prefixes.Add(1)) }
 
-func testConfig(srv *server, prefix string) Config {
+func testConfig(srv *etcdtest.Server, prefix string) Config {
 	cfg := DefaultConfig()
-	cfg.Endpoints = []string{srv.endpoint()}
+	cfg.Endpoints = []string{srv.Endpoint()}
 	cfg.Prefix = prefix
 	cfg.DialTimeout = 10 * time.Second
 	return cfg
@@ -45,7 +46,7 @@ func openT(tb testing.TB, cfg Config) *Store {
 }
 
 func TestSuite(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	metatest.Run(t, func(t *testing.T) meta.Store {
 		return open(t, testConfig(srv, newPrefix()))
 	}, metatest.WithReopen(func(t *testing.T, old meta.Store) meta.Store {
@@ -58,7 +59,7 @@ func TestSuite(t *testing.T) {
 }
 
 func BenchmarkEtcd(b *testing.B) {
-	srv := startServer(b)
+	srv := etcdtest.Start(b)
 	metatest.Bench(b, func(b *testing.B) meta.Store {
 		return open(b, testConfig(srv, newPrefix()))
 	})

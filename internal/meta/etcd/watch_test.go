@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
 )
 
 func next(t *testing.T, ch <-chan meta.WatchEvent) meta.WatchEvent {
@@ -33,7 +34,7 @@ func describe(ev meta.WatchEvent) string {
 }
 
 func TestWatch(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	other := openT(t, testConfig(srv, newPrefix()))
 	mustTxn(t, s, nil, meta.Put("b/1", []byte("x")), meta.Put("b/2", []byte("y")), meta.Put("c", nil))
@@ -90,7 +91,7 @@ func TestWatch(t *testing.T) {
 // TestWatchNoGap: writes racing with Watch's start land in the snapshot or
 // in the events, never in neither or both.
 func TestWatchNoGap(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := openT(t, testConfig(srv, newPrefix()))
 	const n = 200
 	done := make(chan error, 1)
@@ -134,7 +135,7 @@ func TestWatchNoGap(t *testing.T) {
 // TestWatchEndsOnClose: closing the store ends the watch with an error event
 // rather than leaving the reader waiting forever.
 func TestWatchEndsOnClose(t *testing.T) {
-	srv := startServer(t)
+	srv := etcdtest.Start(t)
 	s := open(t, testConfig(srv, newPrefix()))
 	_, _, ch, err := s.Watch(bg, "")
 	if err != nil {

@@ -1,0 +1,719 @@
+package log
+
+// Shared mode (cluster mode): several brokers run an Engine each over the
+// same object store and meta store. Differences from single node:
+//
+//   - There is no local WAL. Each group commit is built into one data
+//     object, PUT to the store, and registered in meta by a Txn guarded by
+//     the leadership compares of every partition in it (SharedConfig.Fence),
+//     so a fenced leader's late writes are never registered. acks=all is
+//     answered once that Txn landed.
+//   - A partition is served only by its leader. Acquire rebuilds it from
+//     meta (object records, log start, producer snapshot, epoch history)
+//     and the objects; Release drops it.
+//   - Topics are watched, so a topic created through any broker appears on
+//     all of them.
+//   - Objects are never deleted by the engine that wrote them (an object
+//     holds several partitions, possibly led elsewhere by now); compaction
+//     is off. Both are listed as missing in docs/cluster.md.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/log/wal"
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/topicconfig"
+)
+
+// ErrNotLeader is returned for a partition this broker does not lead (cluster
+// mode): NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh.
+var ErrNotLeader = errors.New("log: not the leader of this partition")
+
+// SharedConfig turns on shared (cluster) mode.
+type SharedConfig struct {
+	// Fence returns the compares that hold exactly while this broker leads
+	// the partition at epoch (the one it acquired); ok=false if it does
+	// not lead it.
+	Fence func(topic string, partition int32) (cmps []meta.Compare, epoch int32, ok bool)
+	// OnFenced is told when a registration found the partition's
+	// leadership gone; the engine has already released it.
+	OnFenced func(topic string, partition int32)
+	// OnTopicsChanged is called (from a background goroutine) after the
+	// topic watch applied a change.
+	OnTopicsChanged func()
+	// MaxPartitionsPerObject bounds the partitions one flush object holds,
+	// and so the compares of its registration Txn (default 100).
+	MaxPartitionsPerObject int
+	// SnapshotInterval is how often dirty producer state is snapshotted
+	// (default 10 s). A new leader replays the partition from its snapshot.
+	SnapshotInterval time.Duration
+}
+
+const keyEpochs = "log/epochs/"
+
+func epochsKey(id [16]byte, partition int32) string {
+	return fmt.Sprintf("%s%x/%010d", keyEpochs, id[:], partition)
+}
+
+func (e *Engine) shared() bool { return e.cfg.Shared != nil }
+
+// epochEntry starts a leader epoch at an offset (Kafka's leader epoch cache).
+type epochEntry struct {
+	epoch int32
+	start int64
+}
+
+func encodeEpochs(es []epochEntry) []byte {
+	b := make([]byte, 0, 12*len(es))
+	for _, x := range es {
+		b = binary.BigEndian.AppendUint32(b, uint32(x.epoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(x.start))
+	}
+	return b
+}
+
+func decodeEpochs(b []byte) ([]epochEntry, error) {
+	if len(b)%12 != 0 {
+		return nil, fmt.Errorf("epoch history of %d bytes", len(b))
+	}
+	es := make([]epochEntry, 0, len(b)/12)
+	for ; len(b) > 0; b = b[12:] {
+		es = append(es, epochEntry{int32(binary.BigEndian.Uint32(b)), int64(binary.BigEndian.Uint64(b[4:]))})
+	}
+	return es, nil
+}
+
+// maxEpochHistory bounds the stored history; older epochs answer
+// OffsetForLeaderEpoch with the oldest kept entry, as after Kafka truncates
+// its cache.
+const maxEpochHistory = 1000
+
+// Acquire makes this engine the leader of topic/partition at epoch,
+// rebuilding the partition from shared storage. It must be called only while
+// SharedConfig.Fence reports the leadership.
+func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32, epoch int32) error {
+	if !e.shared() {
+		return nil
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	p, err := e.Partition(topicName, partition)
+	if err != nil {
+		// The topic watch may lag the leadership watch: read the topic.
+		if err := e.refreshTopic(ctx, topicName); err != nil {
+			return err
+		}
+		if p, err = e.Partition(topicName, partition); err != nil {
+			return err
+		}
+	}
+	cmps, cur, ok := e.cfg.Shared.Fence(topicName, partition)
+	if !ok || cur != epoch {
+		return fmt.Errorf("%w: %s-%d", ErrNotLeader, topicName, partition)
+	}
+	id := p.t.id
+
+	var ls int64
+	if kv, err := e.md.Get(ctx, pstateKey(id, partition)); err == nil {
+		if ls, err = strconv.ParseInt(string(kv.Value), 10, 64); err != nil {
+			return fmt.Errorf("%w: log start %s-%d: %v", ErrStorage, topicName, partition, err)
+		}
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: log start: %v", ErrStorage, err)
+	}
+	exts, err := e.loadPartitionExtents(ctx, id, partition, ls)
+	if err != nil {
+		return err
+	}
+	next := ls
+	if n := len(exts); n > 0 && exts[n-1].Last+1 > next {
+		next = exts[n-1].Last + 1
+	}
+
+	var (
+		upTo int64
+		ps   producers
+		ts   txnState
+	)
+	if kv, err := e.md.Get(ctx, producersKey(id, partition)); err == nil {
+		if upTo, ps, ts, err = decodeProducers(kv.Value); err != nil {
+			return fmt.Errorf("%w: producer state %s-%d: %v", ErrStorage, topicName, partition, err)
+		}
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: producer state: %v", ErrStorage, err)
+	}
+	ps.expire(e.producerCutoff())
+	// Fold the producer batches registered after the snapshot.
+	from := max(upTo, ls)
+	for from < next {
+		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
+		if err != nil {
+			return fmt.Errorf("%w: replay %s-%d from %d: %v", ErrStorage, topicName, partition, from, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		for len(data) >= batch.LogOverhead {
+			size, err := batch.Size(data)
+			if err != nil || size > len(data) {
+				break
+			}
+			bt := data[:size]
+			if batch.BaseOffset(bt) >= upTo && batch.ProducerID(bt) >= 0 {
+				ps.fold(bt)
+				ts.fold(bt)
+				upTo = batch.LastOffset(bt) + 1
+			}
+			from = batch.LastOffset(bt) + 1
+			data = data[size:]
+		}
+	}
+
+	// Epoch history: this epoch starts at the log end.
+	var hist []epochEntry
+	var histVer int64
+	if kv, err := e.md.Get(ctx, epochsKey(id, partition)); err == nil {
+		if hist, err = decodeEpochs(kv.Value); err != nil {
+			return fmt.Errorf("%w: epoch history %s-%d: %v", ErrStorage, topicName, partition, err)
+		}
+		histVer = kv.Version
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
+	}
+	for len(hist) > 0 && hist[len(hist)-1].start >= next && hist[len(hist)-1].epoch < epoch {
+		hist = hist[:len(hist)-1] // epochs that never wrote anything
+	}
+	hist = append(hist, epochEntry{epoch, next})
+	if len(hist) > maxEpochHistory {
+		hist = hist[len(hist)-maxEpochHistory:]
+	}
+	if err := e.md.Txn(ctx, append(cmps, meta.Compare{Key: epochsKey(id, partition), Version: histVer}),
+		meta.Put(epochsKey(id, partition), encodeEpochs(hist))); err != nil {
+		if isConflict(err) {
+			return fmt.Errorf("%w: %s-%d: leadership changed while loading", ErrNotLeader, topicName, partition)
+		}
+		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
+	}
+
+	p.mu.Lock()
+	if p.deleted {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, topicName, partition)
+	}
+	p.extents = exts
+	p.tail = nil
+	p.next = next
+	p.logStart.Store(ls)
+	p.hw.Store(next)
+	ts.truncate(ls)
+	p.producers, p.rolledProducers = ps.clone(), ps
+	p.txns, p.rolledTxns = ts.clone(), ts
+	p.rolledUpTo = upTo
+	p.epoch, p.epochs = epoch, hist
+	p.led = true
+	p.loadSeq++
+	p.mu.Unlock()
+	p.wake(false)
+	e.log.Info("partition acquired", "topic", topicName, "partition", partition, "epoch", epoch,
+		"log_start", ls, "log_end", next, "extents", len(exts))
+	return nil
+}
+
+// Release stops serving topic/partition. With fenced=false (a hand-off) it
+// first waits until every append already accepted is settled and snapshots
+// the producer state, so the next leader starts quickly.
+func (e *Engine) Release(topicName string, partition int32, fenced bool) {
+	if !e.shared() {
+		return
+	}
+	p, err := e.Partition(topicName, partition)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	wasLed := p.led
+	p.led = false
+	p.mu.Unlock()
+	if wasLed && !fenced && !e.closed.Load() {
+		// Everything reserved before led went false is in a group that
+		// settles before this barrier does.
+		if res, err := e.wal.Reserve(0, nil, 0, 0); err == nil {
+			res.Commit()
+			select {
+			case <-res.G.Durable():
+			case <-time.After(30 * time.Second):
+			}
+		}
+		e.snapshotRequest(p)
+	}
+	p.mu.Lock()
+	p.led = false
+	p.loadSeq++
+	p.tail = nil
+	p.extents = nil
+	p.mu.Unlock()
+	p.wake(false)
+	e.log.Info("partition released", "topic", topicName, "partition", partition, "fenced", fenced)
+}
+
+// recoverShared is Open's recovery in cluster mode: only the topics. Each
+// partition is loaded when this broker acquires it.
+func (e *Engine) recoverShared(ctx context.Context) error {
+	kvs, err := e.md.List(ctx, keyTopics)
+	if err != nil {
+		return fmt.Errorf("%w: list topics: %v", ErrStorage, err)
+	}
+	for _, kv := range kvs {
+		e.applyTopic(strings.TrimPrefix(kv.Key, keyTopics), kv.Value)
+	}
+	e.mu.RLock()
+	for _, t := range e.topics {
+		e.recovery.Partitions += len(t.partitions())
+	}
+	e.mu.RUnlock()
+	e.lastSnapshot = time.Now()
+	return nil
+}
+
+// loadPartitionExtents lists the object records and returns the live,
+// unsuperseded extents of one partition, sorted by offset.
+func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls int64) ([]*extent, error) {
+	kvs, err := e.md.List(ctx, keyObjects)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list objects: %v", ErrStorage, err)
+	}
+	var xs []*extent
+	for _, kv := range kvs {
+		key := strings.TrimPrefix(kv.Key, keyObjects)
+		rec, err := decodeObject(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: object record %s: %v", ErrStorage, key, err)
+		}
+		var o *object
+		for _, x := range rec.Extents {
+			if x.TopicID != id || x.Partition != partition || x.Last < ls {
+				continue
+			}
+			if o == nil {
+				o = e.sharedObject(key, rec)
+			}
+			xs = append(xs, &extent{Extent: x, obj: o})
+		}
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i].obj.gen > xs[j].obj.gen })
+	var keep []*extent
+	for _, x := range xs {
+		covered := false
+		for _, k := range keep {
+			if k.Base <= x.Base && k.Last >= x.Last {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			keep = append(keep, x)
+		}
+	}
+	sortExtents(keep)
+	return keep, nil
+}
+
+// sharedObject returns the in-memory object for key, adding it if new. In
+// shared mode objects are not reference counted (see the file comment).
+func (e *Engine) sharedObject(key string, rec *objectRecord) *object {
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	if o, ok := e.objects[key]; ok {
+		return o
+	}
+	o := &object{key: key, gen: rec.Gen, walSeq: rec.WALSeq, size: rec.Size, wal: rec.WAL}
+	e.objects[key] = o
+	e.m.objects.Inc()
+	return o
+}
+
+// flushRun is one partition's batches in a flush.
+type flushRun struct {
+	p       *Partition
+	epoch   int32
+	batches [][]byte
+	bytes   int
+	last    int64
+}
+
+// flushShared is the WAL sink in shared mode: it turns one group commit into
+// objects, PUTs them and registers them under the leadership compares. It
+// retries storage and meta outages until the engine closes; only a lost
+// leadership fails a partition's part of the group (Append sees that
+// through loadSeq and answers NOT_LEADER_OR_FOLLOWER).
+func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
+	var runs []*flushRun
+	byP := map[*Partition]*flushRun{}
+	for _, buf := range bufs {
+		for len(buf) > 0 {
+			ent, n, err := wal.DecodeHeader(buf)
+			if err != nil {
+				// Only zero-length barrier reservations leave gaps; they
+				// are never in the middle of a buffer with data after.
+				break
+			}
+			buf = buf[n:]
+			p := e.partitionByID(ent.TopicID, ent.Partition)
+			if p == nil {
+				continue
+			}
+			r := byP[p]
+			if r == nil {
+				p.mu.RLock()
+				ok := p.led && batch.LeaderEpoch(ent.Batch) == p.epoch
+				p.mu.RUnlock()
+				r = &flushRun{p: p, epoch: batch.LeaderEpoch(ent.Batch)}
+				byP[p] = r
+				if !ok {
+					r.p = nil // fenced or released since the append
+				} else {
+					runs = append(runs, r)
+				}
+			}
+			if r.p == nil {
+				continue
+			}
+			r.batches = append(r.batches, ent.Batch)
+			r.bytes += len(ent.Batch)
+			r.last = batch.LastOffset(ent.Batch)
+		}
+	}
+	per := e.cfg.Shared.MaxPartitionsPerObject
+	for len(runs) > 0 {
+		n := min(len(runs), per)
+		e.flushObject(runs[:n])
+		runs = runs[n:]
+	}
+	if time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
+		e.lastSnapshot = time.Now()
+		e.snapshotDirty()
+	}
+	return nil
+}
+
+// flushObject builds, stores and registers one object for runs.
+func (e *Engine) flushObject(runs []*flushRun) {
+	sort.Slice(runs, func(i, j int) bool {
+		a, b := runs[i].p, runs[j].p
+		if c := bytes.Compare(a.t.id[:], b.t.id[:]); c != 0 {
+			return c < 0
+		}
+		return a.id < b.id
+	})
+	var cmps []meta.Compare
+	live := runs[:0:0]
+	for _, r := range runs {
+		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
+		if !ok || ep != r.epoch {
+			// Released, or released and acquired again at a new epoch
+			// (whose state was rebuilt without these batches): they
+			// must not be registered. Their appends see loadSeq moved.
+			if !ok {
+				e.fence(r.p)
+			}
+			continue
+		}
+		cmps = append(cmps, c...)
+		live = append(live, r)
+	}
+	runs = live
+	if len(runs) == 0 {
+		return
+	}
+	size := 0
+	for _, r := range runs {
+		size += r.bytes
+	}
+	b := segment.NewBuilderSize(0, size, len(runs))
+	for _, r := range runs {
+		b.StartExtent(r.p.t.id, r.p.id, batch.BaseOffset(r.batches[0]))
+		for _, bt := range r.batches {
+			b.AddBatch(bt)
+		}
+		b.EndExtent(r.last)
+	}
+	body, exts := b.Finish()
+
+	var key string
+	var gen uint64
+	e.retry("allocate object key", func() (err error) {
+		key, gen, err = e.nextObjectKey(e.ctx)
+		return err
+	})
+	e.retry("put "+key, func() error {
+		return e.store.Put(e.ctx, key, bytes.NewReader(body), int64(len(body)))
+	})
+	e.m.objectBytes.Add(float64(len(body)))
+	rec := objectRecord{Gen: gen, Size: int64(len(body)), Extents: exts}
+	var conflict bool
+	e.retry("register "+key, func() error {
+		err := e.md.Txn(e.ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec)))
+		if isConflict(err) {
+			conflict = true
+			return nil
+		}
+		return err
+	})
+	if e.ctx.Err() != nil {
+		return
+	}
+	if conflict {
+		// Some partition's leadership moved on; which one is for the
+		// cluster layer to sort out. Release them all: the ones still
+		// ours are acquired again at a new epoch, rebuilt from what is
+		// registered. The object stays unregistered (garbage).
+		e.log.Warn("flush registration fenced; releasing its partitions", "object", key, "partitions", len(runs))
+		for _, r := range runs {
+			e.fence(r.p)
+		}
+		return
+	}
+	o := e.sharedObject(key, &rec)
+	e.snapMu.Lock()
+	for _, r := range runs {
+		for _, bt := range r.batches {
+			e.foldRolled(r.p, bt)
+		}
+	}
+	e.snapMu.Unlock()
+	for j, r := range runs {
+		x := &extent{Extent: exts[j], obj: o}
+		r.p.markRolled([]*extent{x}, r.last)
+		r.p.advanceHW(r.last + 1)
+	}
+}
+
+// retry runs fn until it succeeds or the engine closes, backing off. Storage
+// and meta outages are waited out: appends stay pending meanwhile, and
+// clients see request timeouts, which they retry.
+func (e *Engine) retry(what string, fn func() error) {
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || e.ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("cluster flush step failed; retrying", "step", what, "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-e.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// fence releases p after its leadership was found gone, and tells the
+// cluster layer.
+func (e *Engine) fence(p *Partition) {
+	e.Release(p.t.name, p.id, true)
+	if e.cfg.Shared.OnFenced != nil {
+		e.cfg.Shared.OnFenced(p.t.name, p.id)
+	}
+}
+
+// snapshotRequest writes p's producer snapshot now (hand-off).
+func (e *Engine) snapshotRequest(p *Partition) {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	e.snapshotLocked(p)
+}
+
+// snapshotDirty writes the snapshot of every partition whose registered
+// producer state changed since its last one.
+func (e *Engine) snapshotDirty() {
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	for p := range e.prodDirty {
+		e.snapshotLocked(p)
+	}
+}
+
+func (e *Engine) snapshotLocked(p *Partition) {
+	if _, dirty := e.prodDirty[p]; !dirty {
+		return
+	}
+	delete(e.prodDirty, p)
+	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
+	if !ok {
+		return
+	}
+	p.rolledProducers.expire(e.producerCutoff())
+	p.rolledTxns.truncate(p.logStart.Load())
+	v := encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)
+	if err := e.md.Txn(e.ctx, cmps, meta.Put(producersKey(p.t.id, p.id), v)); err != nil && !isConflict(err) {
+		e.log.Warn("producer snapshot failed", "topic", p.t.name, "partition", p.id, "err", err)
+		e.prodDirty[p] = struct{}{}
+	}
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch from the epoch history:
+// the largest epoch <= epoch and the offset where the next epoch began (the
+// log end for the current epoch); (-1, -1) for an epoch older than the
+// history or newer than the current one.
+func (p *Partition) endOffsetForEpochShared(epoch int32) (int32, int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if epoch > p.epoch || len(p.epochs) == 0 {
+		return -1, -1
+	}
+	if epoch == p.epoch {
+		return p.epoch, p.next
+	}
+	i := sort.Search(len(p.epochs), func(i int) bool { return p.epochs[i].epoch > epoch })
+	if i == 0 {
+		return -1, -1
+	}
+	if i == len(p.epochs) {
+		return p.epoch, p.next
+	}
+	return p.epochs[i-1].epoch, p.epochs[i].start
+}
+
+// watchTopics applies topic changes made through other brokers.
+func (e *Engine) watchTopics() {
+	defer e.bg.Done()
+	w, ok := e.md.(meta.Watcher)
+	if !ok {
+		e.log.Error("cluster mode needs a meta store with watches; topic changes from other brokers will not be seen")
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for e.ctx.Err() == nil {
+		snap, _, events, err := w.Watch(e.ctx, keyTopics)
+		if err != nil {
+			e.log.Warn("watching topics failed; retrying", "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-e.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		e.syncTopics(snap)
+		for ev := range events {
+			if ev.Err != nil {
+				e.log.Warn("topic watch broke; re-watching", "err", ev.Err)
+				break
+			}
+			name := strings.TrimPrefix(ev.Key, keyTopics)
+			if ev.Kind == meta.WatchDelete {
+				e.dropTopicLocal(name, [16]byte{}, false)
+			} else {
+				e.applyTopic(name, ev.Value)
+			}
+			e.topicsChanged()
+		}
+	}
+}
+
+func (e *Engine) topicsChanged() {
+	if e.cfg.Shared.OnTopicsChanged != nil {
+		e.cfg.Shared.OnTopicsChanged()
+	}
+}
+
+// syncTopics makes the in-memory topics exactly snap.
+func (e *Engine) syncTopics(snap []meta.KV) {
+	seen := map[string]bool{}
+	for _, kv := range snap {
+		name := strings.TrimPrefix(kv.Key, keyTopics)
+		seen[name] = true
+		e.applyTopic(name, kv.Value)
+	}
+	e.mu.RLock()
+	var gone []string
+	for name := range e.topics {
+		if !seen[name] {
+			gone = append(gone, name)
+		}
+	}
+	e.mu.RUnlock()
+	for _, name := range gone {
+		e.dropTopicLocal(name, [16]byte{}, false)
+	}
+	e.topicsChanged()
+}
+
+// refreshTopic reads one topic record from meta and applies it.
+func (e *Engine) refreshTopic(ctx context.Context, name string) error {
+	kv, err := e.md.Get(ctx, keyTopics+name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read topic %s: %v", ErrStorage, name, err)
+	}
+	e.applyTopic(name, kv.Value)
+	return nil
+}
+
+// applyTopic installs or updates a topic from its meta record.
+func (e *Engine) applyTopic(name string, v []byte) {
+	id, rec, err := decodeTopic(v)
+	if err != nil {
+		e.log.Error("bad topic record in meta", "topic", name, "err", err)
+		return
+	}
+	if rec.Configs == nil {
+		rec.Configs = map[string]string{}
+	}
+	e.mu.Lock()
+	t, ok := e.topics[name]
+	if ok && t.id != id {
+		e.mu.Unlock()
+		e.dropTopicLocal(name, t.id, true) // deleted and recreated
+		e.mu.Lock()
+		t, ok = e.topics[name]
+	}
+	if !ok {
+		t = e.newTopic(name, id, rec.Configs)
+		e.addPartitions(t, rec.Partitions)
+		e.topics[name] = t
+		e.byID[id] = t
+		e.mu.Unlock()
+		return
+	}
+	if int32(len(t.partitions())) < rec.Partitions {
+		e.addPartitions(t, rec.Partitions)
+	}
+	cfg := topicconfig.Parse(e.brokerDefaults(), rec.Configs)
+	t.overrides = rec.Configs
+	t.cfg.Store(&cfg)
+	e.mu.Unlock()
+}
+
+// dropTopicLocal forgets a topic deleted through another broker (meta is
+// already updated). With matchID only the topic with that id is dropped.
+func (e *Engine) dropTopicLocal(name string, id [16]byte, matchID bool) {
+	e.mu.Lock()
+	t, ok := e.topics[name]
+	if !ok || (matchID && t.id != id) {
+		e.mu.Unlock()
+		return
+	}
+	delete(e.topics, name)
+	delete(e.byID, t.id)
+	e.mu.Unlock()
+	for _, p := range t.partitions() {
+		p.drop()
+	}
+}

@@ -1,0 +1,142 @@
+// Package etcdtest runs a real etcd for tests: go.etcd.io/etcd/server/v3/embed
+// inside the test process, on 127.0.0.1 with free ports and a temporary data
+// directory. Clients, in process or in child processes, reach it over TCP at
+// Endpoint.
+//
+// It owns the server's lifecycle (start, stop, start again on the same ports
+// and data) and nothing about sluice. It imports only etcd's server packages,
+// so the tests of internal/meta/etcd itself can use it.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Server is one embedded etcd member. Stop, Start and Restart are for
+// failure tests; Endpoint is safe to call at any time.
+type Server struct {
+	dir       string
+	clientURL url.URL
+	peerURL   url.URL
+
+	mu sync.Mutex
+	e  *embed.Etcd
+}
+
+// Start starts a server and stops it when the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{}
+	tb.Cleanup(s.Stop)
+	// Free ports are picked and released before etcd binds them, so another
+	// process can take one in between: then try again on new ports and a
+	// fresh directory.
+	var err error
+	for range 5 {
+		s.dir, s.clientURL, s.peerURL = tb.TempDir(), UnusedURL(tb), UnusedURL(tb)
+		if err = s.start(); err == nil {
+			return s
+		}
+	}
+	tb.Fatalf("etcdtest: %v", err)
+	return nil
+}
+
+// Endpoint is the client URL, "http://127.0.0.1:port"; it stays the same
+// across restarts.
+func (s *Server) Endpoint() string { return s.clientURL.String() }
+
+// Dir is the data directory, kept across restarts.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop closes the server, as an etcd shutdown does: open client streams are
+// cut, after waiting up to etcd's request timeout (about 5 s) for them. Data
+// stays. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e != nil {
+		s.e.Close()
+		s.e = nil
+	}
+}
+
+// Start starts a stopped server again on the same ports and data directory
+// and waits until it serves.
+func (s *Server) Start(tb testing.TB) {
+	tb.Helper()
+	// The ports were ours a moment ago; a connection in TIME_WAIT or another
+	// process could hold one briefly, so retry before giving up.
+	var err error
+	for range 50 {
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.Fatalf("etcdtest: restart on %s: %v", s.Endpoint(), err)
+}
+
+// Restart is Stop then Start.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Stop()
+	s.Start(tb)
+}
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e != nil {
+		return fmt.Errorf("already running on %s", s.Endpoint())
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "sluice-test"
+	cfg.Dir = s.dir
+	cfg.ListenClientUrls = []url.URL{s.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{s.clientURL}
+	cfg.ListenPeerUrls = []url.URL{s.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Fast ticks: a quick election at start and a 1 s minimum lease TTL
+	// (etcd's minimum is 1.5 election timeouts, rounded up to seconds).
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start etcd on %s: %w", s.Endpoint(), err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("etcd on %s failed: %w", s.Endpoint(), err)
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("etcd on %s not ready after 30s", s.Endpoint())
+	}
+	s.e = e
+	return nil
+}
+
+// UnusedURL returns http://127.0.0.1:port for a port that was free a moment
+// ago: for a server to listen on, or as an endpoint where nothing answers.
+func UnusedURL(tb testing.TB) url.URL {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("etcdtest: pick a port: %v", err)
+	}
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}

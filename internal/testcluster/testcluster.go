@@ -1,0 +1,173 @@
+package testcluster
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/meta/etcd/etcdtest"
+	"github.com/sluice-mq/sluice/internal/objstore/s3"
+	"github.com/sluice-mq/sluice/internal/objstore/s3/s3test"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// Defaults for Options.
+const (
+	DefaultBrokers  = 3
+	DefaultLeaseTTL = 2 * time.Second
+)
+
+// Bucket is the S3 bucket every cluster stores its objects in.
+const Bucket = "sluice-test"
+
+// EtcdPrefix is the etcd key prefix of every cluster; each cluster has its
+// own etcd, so one fixed prefix is enough.
+const EtcdPrefix = "/sluice-test/"
+
+// Options configures Start. Zero values take the defaults.
+type Options struct {
+	// Brokers is how many brokers Start starts (DefaultBrokers).
+	Brokers int
+	// LeaseTTL is every broker's --lease-ttl (DefaultLeaseTTL). The test
+	// etcd allows leases down to 1 s.
+	LeaseTTL time.Duration
+	// ExtraArgs are appended to every broker's serve flags; a flag given
+	// here overrides the harness's value for it.
+	ExtraArgs []string
+}
+
+// Cluster is a running etcd, S3 server and brokers. Its methods are for
+// the test goroutine; they are not safe for concurrent use.
+type Cluster struct {
+	t       testing.TB
+	opts    Options
+	bin     string
+	etcd    *etcdtest.Server
+	s3      *s3test.Server
+	brokers []*testbroker.Proc
+}
+
+// Start starts etcd, the S3 server (bucket created) and opts.Brokers
+// brokers with node ids 1..N, one after another, each ready to serve.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Brokers == 0 {
+		opts.Brokers = DefaultBrokers
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.Brokers < 0 {
+		t.Fatalf("testcluster: Options.Brokers %d is negative", opts.Brokers)
+	}
+	if opts.LeaseTTL < time.Second {
+		t.Fatalf("testcluster: Options.LeaseTTL %v is under etcd's 1s minimum", opts.LeaseTTL)
+	}
+	bin := testbroker.BuildBinary(t)
+	c := startServices(t)
+	c.opts, c.bin = opts, bin
+	for range opts.Brokers {
+		c.AddBroker()
+	}
+	return c
+}
+
+// startServices starts etcd and S3 and creates the bucket: the part of
+// Start that needs no broker. Their cleanups are registered before any
+// broker's, so they stop after every broker.
+func startServices(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := s3.New(ctx, c.s3.Config(Bucket)) // Config sets CreateBucket
+	if err != nil {
+		t.Fatalf("testcluster: creating bucket %s: %v", Bucket, err)
+	}
+	st.Close()
+	return c
+}
+
+// Addrs are the Kafka addresses of the brokers that are running, in index
+// order: bootstrap servers for a client.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, p := range c.brokers {
+		if exited, _ := p.Exited(); !exited {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
+// Broker is broker i (0-based; its node id is i+1).
+func (c *Cluster) Broker(i int) *testbroker.Proc {
+	c.t.Helper()
+	if i < 0 || i >= len(c.brokers) {
+		c.t.Fatalf("testcluster: no broker %d (have %d)", i, len(c.brokers))
+	}
+	return c.brokers[i]
+}
+
+// Len is how many brokers were started, running or not.
+func (c *Cluster) Len() int { return len(c.brokers) }
+
+// NodeID is broker i's node id.
+func NodeID(i int) int32 { return int32(i + 1) }
+
+// KillBroker kills broker i with SIGKILL and waits until it is gone. Its
+// lease in etcd lives on until the lease TTL runs out.
+func (c *Cluster) KillBroker(i int) {
+	c.t.Helper()
+	c.Broker(i).Kill()
+}
+
+// StopBroker stops broker i gracefully (SIGTERM); an unclean exit fails the
+// test.
+func (c *Cluster) StopBroker(i int) {
+	c.t.Helper()
+	c.Broker(i).Stop()
+}
+
+// RestartBroker starts broker i again with the same node id, data directory
+// and flags, stopping it gracefully first if it is running. Its new address
+// is in Broker(i).Addr() and Addrs().
+func (c *Cluster) RestartBroker(i int) {
+	c.t.Helper()
+	c.Broker(i).Restart()
+}
+
+// AddBroker starts one more broker, node id Len()+1, and returns its index.
+func (c *Cluster) AddBroker() int {
+	c.t.Helper()
+	i := len(c.brokers)
+	args := brokerArgs(i, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
+	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
+	return i
+}
+
+// Etcd is the cluster's etcd, for tests that stop or restart it.
+func (c *Cluster) Etcd() *etcdtest.Server { return c.etcd }
+
+// S3 is the cluster's S3 server, for tests that stop, pause or restart it.
+func (c *Cluster) S3() *s3test.Server { return c.s3 }
+
+// brokerArgs are the serve flags of broker i, after the --listen,
+// --data-dir and --ready-file that testbroker.StartProcess gives.
+func brokerArgs(i int, etcdEndpoint string, s3c s3.Config, opts Options) []string {
+	args := []string{
+		"--admin-listen", "127.0.0.1:0",
+		"--node-id", strconv.Itoa(int(NodeID(i))),
+		"--etcd-endpoints", etcdEndpoint,
+		"--etcd-prefix", EtcdPrefix,
+		"--lease-ttl", opts.LeaseTTL.String(),
+		"--s3-endpoint", s3c.Endpoint,
+		"--s3-bucket", s3c.Bucket,
+		"--s3-access-key", s3c.AccessKey,
+		"--s3-secret-key", s3c.SecretKey,
+		"--s3-region", s3c.Region,
+		"--s3-addressing", string(s3c.Addressing),
+	}
+	return append(args, opts.ExtraArgs...)
+}
