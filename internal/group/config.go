@@ -39,6 +39,11 @@ type Config struct {
 	// ConsumerHeartbeatInterval is the interval KIP-848 members are told to
 	// heartbeat at (group.consumer.heartbeat.interval.ms).
 	ConsumerHeartbeatInterval time.Duration
+	// ExplicitOwnership is cluster mode: the coordinator owns no partition
+	// of the offsets topic, and Start loads nothing, until OwnPartition is
+	// called for it (this broker became the partition's leader). False is a
+	// single node: Start loads every partition and owns them all.
+	ExplicitOwnership bool
 }
 
 // DefaultConfig returns Kafka's defaults.

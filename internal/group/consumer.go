@@ -167,8 +167,8 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, r ConsumerHeartbeat
 		ch <- ConsumerHeartbeatResult{Err: err, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch}
 		return ch
 	}
-	if c.loading.Load() {
-		return fail(ErrLoading)
+	if err := c.serves(r.Group); err != nil {
+		return fail(err)
 	}
 	if err := validateHeartbeat(&r); err != nil {
 		return fail(err)
@@ -186,7 +186,10 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, r ConsumerHeartbeat
 	if _, err := c.partitionCount(ctx); err != nil {
 		return fail(err)
 	}
-	g := c.lockGroup(r.Group, r.MemberEpoch == 0)
+	g, err := c.lockGroup(r.Group, r.MemberEpoch == 0)
+	if err != nil {
+		return fail(err)
+	}
 	if g == nil {
 		return fail(fmt.Errorf("%w: %s", ErrGroupNotFound, r.Group))
 	}
@@ -205,7 +208,6 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, r ConsumerHeartbeat
 	}
 	var res ConsumerHeartbeatResult
 	var more []kmsg.Record
-	var err error
 	if r.MemberEpoch < 0 {
 		res, more, err = g.consumerLeave(&r, now)
 	} else {
@@ -787,17 +789,21 @@ func (c *Coordinator) DescribeConsumerGroups(ids []string) []ConsumerGroupDescri
 	out := make([]ConsumerGroupDescription, 0, len(ids))
 	for _, id := range ids {
 		d := ConsumerGroupDescription{Group: id}
-		switch {
-		case c.loading.Load():
-			d.Err = ErrLoading
-		case id == "":
+		if err := c.serves(id); err != nil {
+			d.Err = err
+		} else if id == "" {
 			d.Err = ErrInvalidGroupID
 		}
 		if d.Err != nil {
 			out = append(out, d)
 			continue
 		}
-		g := c.lockGroup(id, false)
+		g, err := c.lockGroup(id, false)
+		if err != nil {
+			d.Err = err
+			out = append(out, d)
+			continue
+		}
 		if g == nil || g.cg == nil || g.state == Dead {
 			if g != nil {
 				c.unlock(g)
@@ -857,13 +863,16 @@ func (g *group) validateConsumerCommit(r CommitRequest) error {
 // consumer-protocol group (Kafka's validateOffsetFetch); classic and
 // unknown groups are not checked.
 func (c *Coordinator) ValidateFetch(groupID string, memberID *string, epoch int32) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(groupID); err != nil {
+		return err
 	}
 	if memberID == nil || (*memberID == "" && epoch < 0) {
 		return nil
 	}
-	g := c.lockGroup(groupID, false)
+	g, err := c.lockGroup(groupID, false)
+	if err != nil {
+		return err
+	}
 	if g == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -15,7 +16,8 @@ import (
 
 type stopper interface{ Stop() bool }
 
-// Coordinator coordinates every group of this node.
+// Coordinator coordinates the groups of this node: all of them on a single
+// node, those of the partitions it owns with Config.ExplicitOwnership.
 type Coordinator struct {
 	cfg    Config
 	store  Store
@@ -27,6 +29,7 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
+	owned  map[int32]*ownership // ExplicitOwnership only (ownership.go)
 
 	createMu sync.Mutex
 	parts    atomic.Int32
@@ -48,7 +51,7 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Coordinator, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{cfg: cfg, store: store, logger: logger, now: time.Now,
-		groups: map[string]*group{}, ctx: ctx, cancel: cancel}
+		groups: map[string]*group{}, owned: map[int32]*ownership{}, ctx: ctx, cancel: cancel}
 	if tl, ok := store.(TopicLister); ok {
 		c.topics = tl
 	}
@@ -56,16 +59,21 @@ func New(cfg Config, store Store, logger *slog.Logger) (*Coordinator, error) {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); f() }()
 	}
-	c.loading.Store(true)
+	// With explicit ownership there is nothing to load as a whole: each
+	// partition loads in OwnPartition.
+	c.loading.Store(!cfg.ExplicitOwnership)
 	return c, nil
 }
 
-// Start loads the groups in the background and starts offset expiry.
+// Start loads the groups in the background (every partition, unless
+// ownership is explicit) and starts offset expiry.
 func (c *Coordinator) Start() {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.loadAll()
+		if !c.cfg.ExplicitOwnership {
+			c.loadAll()
+		}
 		t := time.NewTicker(c.cfg.OffsetsRetentionCheckInterval)
 		defer t.Stop()
 		for {
@@ -79,7 +87,8 @@ func (c *Coordinator) Start() {
 	}()
 }
 
-// Loaded reports whether the coordinator has finished loading.
+// Loaded reports whether the coordinator has finished loading (at once
+// with explicit ownership: partitions load in OwnPartition).
 func (c *Coordinator) Loaded() bool { return !c.loading.Load() }
 
 // Close stops timers and background work and fails every waiting join and
@@ -153,9 +162,15 @@ func (c *Coordinator) Partition(group string) int32 {
 }
 
 // lockGroup returns the group locked, creating it when asked; nil if it
-// does not exist.
-func (c *Coordinator) lockGroup(id string, create bool) *group {
+// does not exist. The error is serves' when this coordinator does not serve
+// the group: checked under c.mu, so no group is created in a partition
+// being disowned.
+func (c *Coordinator) lockGroup(id string, create bool) (*group, error) {
 	c.mu.Lock()
+	if err := c.servesLocked(id); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	g := c.groups[id]
 	if g == nil && create {
 		g = newGroup(c, id, partitionFor(id, max(c.parts.Load(), 1)), c.now())
@@ -165,7 +180,7 @@ func (c *Coordinator) lockGroup(id string, create bool) *group {
 	if g != nil {
 		g.mu.Lock()
 	}
-	return g
+	return g, nil
 }
 
 // unlock reschedules g's timer, unlocks it, forgets it if dead and runs the
@@ -206,7 +221,7 @@ func (c *Coordinator) unlock(g *group) {
 func (c *Coordinator) fire(g *group) {
 	g.mu.Lock()
 	g.timer, g.timerAt = nil, time.Time{}
-	if c.closed.Load() {
+	if c.closed.Load() || g.state == Dead {
 		g.mu.Unlock()
 		return
 	}
@@ -239,11 +254,15 @@ func (c *Coordinator) write(part int32, recs []kmsg.Record) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrStore, err)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	wctx, err := c.writeCtx(part)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(wctx, 30*time.Second)
 	defer cancel()
 	base, err := c.store.Append(ctx, part, b)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStore, err)
+		return 0, storeErr(ctx, err)
 	}
 	return base, nil
 }
@@ -304,9 +323,10 @@ func (c *Coordinator) Join(ctx context.Context, r JoinRequest) <-chan JoinResult
 		ch <- JoinResult{Err: err, MemberID: id, Generation: -1}
 		return ch
 	}
+	if err := c.serves(r.Group); err != nil {
+		return fail(err, r.MemberID)
+	}
 	switch {
-	case c.loading.Load():
-		return fail(ErrLoading, r.MemberID)
 	case r.Group == "":
 		return fail(ErrInvalidGroupID, r.MemberID)
 	case r.SessionTimeout < c.cfg.MinSessionTimeout || r.SessionTimeout > c.cfg.MaxSessionTimeout:
@@ -315,7 +335,10 @@ func (c *Coordinator) Join(ctx context.Context, r JoinRequest) <-chan JoinResult
 	if _, err := c.partitionCount(ctx); err != nil {
 		return fail(err, r.MemberID)
 	}
-	g := c.lockGroup(r.Group, r.MemberID == "")
+	g, err := c.lockGroup(r.Group, r.MemberID == "")
+	if err != nil {
+		return fail(err, r.MemberID)
+	}
 	if g == nil {
 		return fail(ErrUnknownMemberID, r.MemberID)
 	}
@@ -498,13 +521,16 @@ type SyncRequest struct {
 func (c *Coordinator) Sync(r SyncRequest) <-chan SyncResult {
 	ch := make(chan SyncResult, 1)
 	fail := func(err error) <-chan SyncResult { ch <- SyncResult{Err: err}; return ch }
-	if c.loading.Load() {
-		return fail(ErrLoading)
+	if err := c.serves(r.Group); err != nil {
+		return fail(err)
 	}
 	if r.Group == "" {
 		return fail(ErrInvalidGroupID)
 	}
-	g := c.lockGroup(r.Group, false)
+	g, err := c.lockGroup(r.Group, false)
+	if err != nil {
+		return fail(err)
+	}
 	if g == nil {
 		return fail(ErrUnknownMemberID)
 	}
@@ -559,7 +585,10 @@ func (c *Coordinator) Sync(r SyncRequest) <-chan SyncResult {
 		}
 		now := c.now()
 		if err != nil {
-			g.resetAssignments(ErrNotAvailable)
+			if !errors.Is(err, ErrNotCoordinator) {
+				err = ErrNotAvailable
+			}
+			g.resetAssignments(err)
 			g.prepareRebalance(now)
 			g.tryCompleteJoin(now)
 			return
@@ -583,13 +612,16 @@ func (c *Coordinator) Sync(r SyncRequest) <-chan SyncResult {
 
 // Heartbeat keeps a member alive and tells it about rebalances.
 func (c *Coordinator) Heartbeat(groupID, memberID string, instanceID *string, generation int32) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(groupID); err != nil {
+		return err
 	}
 	if groupID == "" {
 		return ErrInvalidGroupID
 	}
-	g := c.lockGroup(groupID, false)
+	g, err := c.lockGroup(groupID, false)
+	if err != nil {
+		return err
+	}
 	if g == nil {
 		return ErrUnknownMemberID
 	}
@@ -626,13 +658,16 @@ type LeaveMember struct {
 // Leave removes members. The first error is for the whole request; the
 // slice has one entry per member.
 func (c *Coordinator) Leave(groupID string, members []LeaveMember) (error, []error) {
-	if c.loading.Load() {
-		return ErrLoading, nil
+	if err := c.serves(groupID); err != nil {
+		return err, nil
 	}
 	if groupID == "" {
 		return ErrInvalidGroupID, nil
 	}
-	g := c.lockGroup(groupID, false)
+	g, err := c.lockGroup(groupID, false)
+	if err != nil {
+		return err, nil
+	}
 	if g == nil {
 		return ErrUnknownMemberID, nil
 	}
@@ -695,8 +730,8 @@ func (c *Coordinator) Describe(ids []string) []Description {
 	out := make([]Description, 0, len(ids))
 	for _, id := range ids {
 		d := Description{Group: id, State: Dead.String()}
-		if c.loading.Load() {
-			d.Err = ErrLoading
+		if err := c.serves(id); err != nil {
+			d.Err = err
 			out = append(out, d)
 			continue
 		}
@@ -705,7 +740,12 @@ func (c *Coordinator) Describe(ids []string) []Description {
 			out = append(out, d)
 			continue
 		}
-		g := c.lockGroup(id, false)
+		g, err := c.lockGroup(id, false)
+		if err != nil {
+			d.Err = err
+			out = append(out, d)
+			continue
+		}
 		if g == nil {
 			out = append(out, d)
 			continue
@@ -743,9 +783,9 @@ type Listed struct {
 	Type                       string // "classic" or "consumer"
 }
 
-// List lists every group, sorted by id.
+// List lists every group this coordinator serves, sorted by id.
 func (c *Coordinator) List() ([]Listed, error) {
-	if c.loading.Load() {
+	if c.anyLoading() {
 		return nil, ErrLoading
 	}
 	c.mu.Lock()

@@ -13,14 +13,19 @@
 // GroupMetadataKey/Value and KIP-848's ConsumerGroup* records), in the
 // partition abs(javaHashCode(group)) % partitions. On start the coordinator replays those partitions; until it is
 // done it answers COORDINATOR_LOAD_IN_PROGRESS. Because a group lives wholly
-// in one partition, a later cluster mode moves a coordinator by moving the
-// partition's leadership. See docs/groups.md.
+// in one partition, cluster mode (Config.ExplicitOwnership) moves a
+// coordinator by moving the partition's leadership: the new leader replays
+// the partition (OwnPartition), the old one drops its groups
+// (DisownPartition), and requests for groups of partitions not owned here
+// answer NOT_COORDINATOR (ownership.go). See docs/groups.md.
 //
 // It does not own the wire protocol (internal/kafka translates requests and
 // the sentinel errors below into Kafka messages and codes), the log itself
 // (internal/log), or transactions themselves (internal/txn decides them and
 // calls CompleteTxn after writing a marker to the offsets topic).
 //
-// Locks: Coordinator.mu (the group map) is taken before group.mu, never the
-// other way round. No lock is held while waiting for the log.
+// Locks: Coordinator.mu (the group map and the owned partitions) is taken
+// before group.mu, never the other way round; txnState.mu comes after
+// either. No lock but txnState.mu (which serialises transactional
+// sequences) is held while waiting for the log.
 package group

@@ -22,6 +22,7 @@ var (
 	ErrMetadataTooLarge      = errors.New("group: offset metadata too large")                // OFFSET_METADATA_TOO_LARGE
 	ErrUnknownTopic          = errors.New("group: unknown topic or partition")               // UNKNOWN_TOPIC_OR_PARTITION
 	ErrStore                 = errors.New("group: writing to the offsets topic failed")      // COORDINATOR_NOT_AVAILABLE (retriable)
+	ErrNotCoordinator        = errors.New("group: not the coordinator of this group")        // NOT_COORDINATOR
 
 	// KIP-848 (consumer protocol).
 	ErrInvalidRequest       = errors.New("group: invalid request")                                        // INVALID_REQUEST

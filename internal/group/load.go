@@ -43,15 +43,27 @@ func (c *Coordinator) load(ctx context.Context) error {
 			return err
 		}
 	}
-	now := c.now()
+	gs := c.finishLoad(loaded)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.groups = map[string]*group{}
-	for id, g := range loaded {
+	c.groups = gs
+	for _, g := range gs {
 		c.txn.noteGroup(g)
+	}
+	c.parts.Store(n)
+	return nil
+}
+
+// finishLoad turns replayed groups into live ones: what is not stored
+// (states, session deadlines) is rebuilt, and groups left with nothing are
+// dropped.
+func (c *Coordinator) finishLoad(loaded map[string]*group) map[string]*group {
+	now := c.now()
+	out := make(map[string]*group, len(loaded))
+	for id, g := range loaded {
 		if g.cg != nil {
 			g.finishConsumerLoad(now)
-			c.groups[id] = g
+			out[id] = g
 			continue
 		}
 		if !g.hasStored && len(g.offsets) == 0 && len(g.txnOffsets) == 0 {
@@ -66,10 +78,9 @@ func (c *Coordinator) load(ctx context.Context) error {
 		} else {
 			g.state = Empty
 		}
-		c.groups[id] = g
+		out[id] = g
 	}
-	c.parts.Store(n)
-	return nil
+	return out
 }
 
 func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[string]*group) error {

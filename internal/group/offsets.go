@@ -47,8 +47,8 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 		ch <- errs
 		return ch
 	}
-	if c.loading.Load() {
-		return all(ErrLoading)
+	if err := c.serves(r.Group); err != nil {
+		return all(err)
 	}
 	if r.Group == "" {
 		return all(ErrInvalidGroupID)
@@ -56,7 +56,10 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 	if _, err := c.partitionCount(ctx); err != nil {
 		return all(err)
 	}
-	g := c.lockGroup(r.Group, r.Generation < 0)
+	g, err := c.lockGroup(r.Group, r.Generation < 0)
+	if err != nil {
+		return all(err)
+	}
 	if g == nil {
 		return all(ErrGroupNotFound)
 	}
@@ -176,14 +179,17 @@ type TopicPartitions struct {
 // FetchOffsets returns the committed offsets of the given partitions, or of
 // every partition with one when topics is nil.
 func (c *Coordinator) FetchOffsets(groupID string, topics []TopicPartitions) ([]FetchedOffset, error) {
-	if c.loading.Load() {
-		return nil, ErrLoading
+	if err := c.serves(groupID); err != nil {
+		return nil, err
 	}
 	if groupID == "" {
 		return nil, ErrInvalidGroupID
 	}
 	var out []FetchedOffset
-	g := c.lockGroup(groupID, false)
+	g, err := c.lockGroup(groupID, false)
+	if err != nil {
+		return nil, err
+	}
 	if g != nil && g.state == Dead {
 		c.unlock(g)
 		g = nil
@@ -230,15 +236,19 @@ func (c *Coordinator) DeleteGroups(ids []string) func() []error {
 	errs := make([]error, len(ids))
 	var waits []func()
 	for i, id := range ids {
-		switch {
-		case c.loading.Load():
-			errs[i] = ErrLoading
+		if err := c.serves(id); err != nil {
+			errs[i] = err
 			continue
-		case id == "":
+		}
+		if id == "" {
 			errs[i] = ErrInvalidGroupID
 			continue
 		}
-		g := c.lockGroup(id, false)
+		g, err := c.lockGroup(id, false)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
 		if g == nil {
 			errs[i] = ErrGroupNotFound
 			continue
@@ -279,13 +289,16 @@ func (c *Coordinator) DeleteGroups(ids []string) func() []error {
 // DeleteOffsets is OffsetDelete: it removes committed offsets of topics the
 // group is not subscribed to. The first error is for the whole request.
 func (c *Coordinator) DeleteOffsets(groupID string, topics []TopicPartitions) (error, func() [][]error) {
-	if c.loading.Load() {
-		return ErrLoading, nil
+	if err := c.serves(groupID); err != nil {
+		return err, nil
 	}
 	if groupID == "" {
 		return ErrInvalidGroupID, nil
 	}
-	g := c.lockGroup(groupID, false)
+	g, err := c.lockGroup(groupID, false)
+	if err != nil {
+		return err, nil
+	}
 	if g == nil {
 		return ErrGroupNotFound, nil
 	}
@@ -337,7 +350,8 @@ func (c *Coordinator) DeleteOffsets(groupID string, topics []TopicPartitions) (e
 // protocol) groups a retention period after their commit, and offsets of
 // stable consumer groups for topics no member subscribes to a retention
 // period after their commit. An empty group left without offsets is
-// removed. Run periodically by Start; exported for tests.
+// removed. Only groups of partitions this coordinator owns and has loaded
+// are looked at. Run periodically by Start; exported for tests.
 func (c *Coordinator) ExpireOffsets() {
 	if c.loading.Load() {
 		return
@@ -345,7 +359,9 @@ func (c *Coordinator) ExpireOffsets() {
 	c.mu.Lock()
 	gs := make([]*group, 0, len(c.groups))
 	for _, g := range c.groups {
-		gs = append(gs, g)
+		if c.servesPartLocked(g.part) == nil {
+			gs = append(gs, g)
+		}
 	}
 	c.mu.Unlock()
 	now := c.now()

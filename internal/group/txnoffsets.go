@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -160,8 +161,8 @@ func (c *Coordinator) TxnCommit(ctx context.Context, r TxnCommitRequest) <-chan 
 		ch <- errs
 		return ch
 	}
-	if c.loading.Load() {
-		return all(ErrLoading)
+	if err := c.serves(r.Group); err != nil {
+		return all(err)
 	}
 	if r.Group == "" {
 		return all(ErrInvalidGroupID)
@@ -172,7 +173,10 @@ func (c *Coordinator) TxnCommit(ctx context.Context, r TxnCommitRequest) <-chan 
 	// Kafka checks member and generation only when the client sends them
 	// (TxnOffsetCommit v3+, KIP-447).
 	check := r.Generation >= 0 || r.MemberID != ""
-	g := c.lockGroup(r.Group, !check)
+	g, err := c.lockGroup(r.Group, !check)
+	if err != nil {
+		return all(err)
+	}
 	if g == nil {
 		return all(ErrIllegalGeneration)
 	}
@@ -256,11 +260,15 @@ func (c *Coordinator) writeTxn(part int32, pid int64, epoch int16, recs []kmsg.R
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrStore, err)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	wctx, err := c.writeCtx(part)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(wctx, 30*time.Second)
 	defer cancel()
 	base, err := c.store.Append(ctx, part, b)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrStore, err)
+		return 0, storeErr(ctx, err)
 	}
 	if c.txn.seqs == nil {
 		c.txn.seqs = map[txnSeqKey]txnSeq{}
@@ -272,10 +280,24 @@ func (c *Coordinator) writeTxn(part int32, pid int64, epoch int16, recs []kmsg.R
 // CompleteTxn settles the producer's pending offsets in one partition of
 // __consumer_offsets once the transaction coordinator has written its
 // marker there: applied on commit, dropped on abort. It waits for the
-// initial load, so a transaction finished right after a restart settles
-// the offsets replay found pending.
+// initial load (or the partition's, with explicit ownership), so a
+// transaction finished right after a restart or a move settles the offsets
+// replay found pending. A partition this coordinator does not own has
+// nothing to settle: its owner replays the marker.
 func (c *Coordinator) CompleteTxn(ctx context.Context, part int32, pid int64, commit bool) error {
-	for c.loading.Load() {
+	for {
+		err := ErrLoading
+		if !c.loading.Load() {
+			c.mu.Lock()
+			err = c.servesPartLocked(part)
+			c.mu.Unlock()
+		}
+		if errors.Is(err, ErrNotCoordinator) {
+			return nil
+		}
+		if err == nil {
+			break
+		}
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():
@@ -289,7 +311,7 @@ func (c *Coordinator) CompleteTxn(ctx context.Context, part int32, pid int64, co
 	}
 	c.txn.mu.Unlock()
 	for _, id := range ids {
-		g := c.lockGroup(id, false)
+		g, _ := c.lockGroup(id, false)
 		if g == nil {
 			continue
 		}

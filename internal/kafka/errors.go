@@ -59,6 +59,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrPolicy):
 		return kerr.PolicyViolation.Code
+	case errors.Is(err, group.ErrNotCoordinator), errors.Is(err, txn.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
 	case errors.Is(err, group.ErrLoading):
 		return kerr.CoordinatorLoadInProgress.Code
 	case errors.Is(err, group.ErrNotAvailable), errors.Is(err, group.ErrStore):

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"time"
 
@@ -73,8 +74,11 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				// producer added to its ongoing transaction. The batch
 				// itself goes to the log unchanged; its attributes carry
 				// the transactional bit.
+				// In a cluster the transaction's coordinator may live on
+				// another broker; then the batch is taken unverified, as
+				// before KIP-890 (ErrNotCoordinator).
 				if err := rc.txns().Verify(*req.TransactionID, batch.ProducerID(rp.Records), batch.ProducerEpoch(rp.Records),
-					txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); err != nil {
+					txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); err != nil && !errors.Is(err, txn.ErrNotCoordinator) {
 					sp.ErrorCode = errorCode(err)
 					sp.ErrorMessage = errorMessage(err)
 					break

@@ -1,10 +1,12 @@
 package kafka
 
 import (
+	"errors"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // TxnOffsetCommit v0-v4. v2 adds leader epochs and allows PRODUCER_FENCED,
@@ -57,7 +59,9 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			return resp
 		}
-		if err := rc.txns().CheckProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch); err != nil {
+		// As Kafka's group coordinator, trust the producer when its
+		// transaction coordinator is another broker (cluster mode).
+		if err := rc.txns().CheckProducer(req.TransactionalID, req.ProducerID, req.ProducerEpoch); err != nil && !errors.Is(err, txn.ErrNotCoordinator) {
 			return setAll(fencedCode(err, v >= 2))
 		}
 		var errs []error

@@ -676,6 +676,10 @@ func (e *Engine) applyTopic(name string, v []byte) {
 	if rec.Configs == nil {
 		rec.Configs = map[string]string{}
 	}
+	// Built before taking e.mu: brokerDefaults takes it too.
+	cfg := topicconfig.Parse(e.brokerDefaults(), rec.Configs)
+	fresh := e.newTopic(name, id, rec.Configs)
+	e.addPartitions(fresh, rec.Partitions)
 	e.mu.Lock()
 	t, ok := e.topics[name]
 	if ok && t.id != id {
@@ -685,17 +689,14 @@ func (e *Engine) applyTopic(name string, v []byte) {
 		t, ok = e.topics[name]
 	}
 	if !ok {
-		t = e.newTopic(name, id, rec.Configs)
-		e.addPartitions(t, rec.Partitions)
-		e.topics[name] = t
-		e.byID[id] = t
+		e.topics[name] = fresh
+		e.byID[id] = fresh
 		e.mu.Unlock()
 		return
 	}
 	if int32(len(t.partitions())) < rec.Partitions {
 		e.addPartitions(t, rec.Partitions)
 	}
-	cfg := topicconfig.Parse(e.brokerDefaults(), rec.Configs)
 	t.overrides = rec.Configs
 	t.cfg.Store(&cfg)
 	e.mu.Unlock()

@@ -233,9 +233,9 @@ func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch i
 	bt := controlBatch(producerID, epoch, commit, coordinatorEpoch, now)
 
 	p.mu.Lock()
-	if p.deleted {
+	if err := p.checkLive(); err != nil { // deleted, or led elsewhere (cluster mode)
 		p.mu.Unlock()
-		return 0, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
+		return 0, err
 	}
 	if pe := p.producers[producerID]; pe != nil && epoch < pe.epoch {
 		p.mu.Unlock()
@@ -256,6 +256,7 @@ func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch i
 	stored := buf[wal.EntryHeaderSize : wal.EntryHeaderSize+len(bt) : wal.EntryHeaderSize+len(bt)]
 	copy(stored, bt)
 	batch.SetBaseOffset(stored, base)
+	batch.SetLeaderEpoch(stored, p.epoch)
 	wal.Seal(buf[:wal.EntryHeaderSize+len(bt)])
 	p.tail = append(p.tail, tailBatch{base: base, last: base, maxTS: now, data: stored})
 	p.producers.marker(producerID, epoch, now)

@@ -22,14 +22,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/meta/embedded"
+	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
@@ -49,6 +52,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	done     chan error
 	startDur time.Duration
+	node     *cluster.Node // cluster mode only
+
+	markerClient *kgo.Client // cluster mode only
 }
 
 // Start opens storage, recovers, and starts listening. It returns once the
@@ -64,14 +70,32 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	md, err := embedded.Open(filepath.Join(cfg.DataDir, "meta.db"))
-	if err != nil {
-		return nil, fmt.Errorf("opening metadata: %w", err)
-	}
-	objs, err := localfs.New(filepath.Join(cfg.DataDir, "objects"))
-	if err != nil {
-		md.Close()
-		return nil, fmt.Errorf("opening object store: %w", err)
+	var (
+		md   meta.Store
+		objs objstore.Storage
+		glue *clusterGlue
+	)
+	if cfg.ClusterMode() {
+		var err error
+		if md, objs, err = openClusterBackends(ctx, cfg); err != nil {
+			return nil, err
+		}
+		glue = &clusterGlue{logger: logger.With("component", "cluster")}
+	} else {
+		emb, err := embedded.Open(filepath.Join(cfg.DataDir, "meta.db"))
+		if err != nil {
+			return nil, fmt.Errorf("opening metadata: %w", err)
+		}
+		md = emb
+		if cfg.S3.Endpoint != "" {
+			objs, err = openS3(ctx, cfg)
+		} else {
+			objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects"))
+		}
+		if err != nil {
+			md.Close()
+			return nil, fmt.Errorf("opening object store: %w", err)
+		}
 	}
 	clusterID, err := loadClusterID(ctx, md, cfg.ClusterID)
 	if err != nil {
@@ -96,6 +120,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults
+	if glue != nil {
+		lcfg.Shared = glue.sharedConfig()
+	}
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {
 		objs.Close()
@@ -134,6 +161,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 			"socket.request.max.bytes": strconv.Itoa(int(cfg.MaxRequestBytes)),
 			"log.dirs":                 cfg.DataDir,
 		},
+		Topology: topologyFor(glue),
 	}, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
 		ln.Close()
@@ -152,6 +180,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	gcfg.MaxSize = int(cfg.Groups.MaxSize)
 	gcfg.ConsumerSessionTimeout = cfg.Groups.ConsumerSessionTimeout
 	gcfg.ConsumerHeartbeatInterval = cfg.Groups.ConsumerHeartbeatInterval
+	gcfg.ExplicitOwnership = glue != nil
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		ln.Close()
@@ -167,7 +196,26 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	tcfg.Partitions = cfg.Transactions.StateTopicPartitions
 	tcfg.MaxTimeout = cfg.Transactions.MaxTimeout
 	tcfg.AbortCheckInterval = cfg.Transactions.AbortCheckInterval
-	txns, err := txn.New(tcfg, txn.Deps{Store: txn.NewEngineStore(engine), Markers: txn.NewEngineMarkers(engine),
+	tcfg.ExplicitOwnership = glue != nil
+	markers := txn.NewEngineMarkers(engine)
+	var markerClient *kgo.Client
+	if glue != nil {
+		// Markers for partitions led by other brokers go to them as
+		// WriteTxnMarkers; this client finds them through our own listener.
+		markerClient, err = kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.MetadataMinAge(200*time.Millisecond))
+		if err != nil {
+			groups.Close()
+			ln.Close()
+			engine.Close()
+			md.Close()
+			return nil, err
+		}
+		markers = txn.NewRemoteMarkers(markerClient, markers, func(topic string, partition int32) bool {
+			p, err := engine.Partition(topic, partition)
+			return err == nil && p.Led()
+		})
+	}
+	txns, err := txn.New(tcfg, txn.Deps{Store: txn.NewEngineStore(engine), Markers: markers,
 		Groups: groups, NextPID: engine.NextProducerID, Logger: logger.With("component", "txn")})
 	if err != nil {
 		groups.Close()
@@ -182,9 +230,24 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	txns.Start()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel,
+		done: make(chan error, 1), markerClient: markerClient}
 	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, groups, txns, logger.With("component", "kafka"), reg)
 	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
+
+	if glue != nil {
+		glue.engine, glue.groups, glue.txns = engine, groups, txns
+		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port}
+		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port,
+			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger.With("component", "cluster")}, glue)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
+		s.node = node
+		glue.node.Store(node)
+		glue.pushPartitions()
+	}
 
 	if cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", cfg.AdminListen)
@@ -226,8 +289,16 @@ func (s *Server) StartupDuration() time.Duration { return s.startDur }
 // Engine exposes the log engine (tests and admin tools).
 func (s *Server) Engine() *log.Engine { return s.engine }
 
-// Close stops serving and flushes everything to disk.
+// Close stops serving and flushes everything to disk. In cluster mode it
+// first hands every partition it leads to other brokers.
 func (s *Server) Close() error {
+	if s.node != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := s.node.Close(ctx); err != nil {
+			s.logger.Warn("cluster hand-off incomplete", "err", err)
+		}
+		cancel()
+	}
 	s.cancel()
 	if s.admin != nil {
 		s.admin.Close()
@@ -235,6 +306,9 @@ func (s *Server) Close() error {
 	s.kafka.Close()
 	s.txns.Close()
 	s.groups.Close()
+	if s.markerClient != nil {
+		s.markerClient.Close()
+	}
 	err := s.engine.Close()
 	if cerr := s.md.Close(); err == nil {
 		err = cerr

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -142,7 +143,9 @@ func (c *Cluster) RestartBroker(i int) {
 func (c *Cluster) AddBroker() int {
 	c.t.Helper()
 	i := len(c.brokers)
-	args := brokerArgs(i, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
+	// A fixed port, so a restarted broker is where clients last saw it,
+	// as in a real deployment (the flag overrides testbroker's :0).
+	args := append(brokerArgs(i, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts), "--listen", freeAddr(c.t))
 	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
 	return i
 }
@@ -170,4 +173,17 @@ func brokerArgs(i int, etcdEndpoint string, s3c s3.Config, opts Options) []strin
 		"--s3-addressing", string(s3c.Addressing),
 	}
 	return append(args, opts.ExtraArgs...)
+}
+
+// freeAddr picks a free 127.0.0.1 port. Another process could take it
+// before the broker listens on it; on a test machine that does not happen
+// in practice.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testcluster: picking a port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

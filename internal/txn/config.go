@@ -16,6 +16,11 @@ type Config struct {
 	// AbortCheckInterval is how often timed-out transactions are looked for
 	// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 	AbortCheckInterval time.Duration
+	// ExplicitOwnership is cluster mode: the coordinator owns no partition
+	// of the state topic, and Start loads nothing, until OwnPartition is
+	// called for it (this broker became the partition's leader). False is a
+	// single node: Start loads every partition and owns them all.
+	ExplicitOwnership bool
 }
 
 // DefaultConfig is Kafka's defaults.

@@ -74,6 +74,11 @@ type txn struct {
 	// completing is set while markers of a decided transaction are being
 	// written in the background; requests get CONCURRENT_TRANSACTIONS.
 	completing bool
+	// own is the ownership of the transaction's partition of the state
+	// topic (nil on a single node); coordEpoch is that partition's leader
+	// epoch, written into the markers as Kafka's coordinator epoch.
+	own        *ownership
+	coordEpoch int32
 }
 
 // Coordinator is the transaction coordinator of this node.
@@ -86,8 +91,9 @@ type Coordinator struct {
 	logger  *slog.Logger
 	now     func() time.Time
 
-	mu   sync.Mutex
-	txns map[string]*txn
+	mu    sync.Mutex
+	txns  map[string]*txn
+	owned map[int32]*ownership // ExplicitOwnership only (ownership.go)
 
 	createMu sync.Mutex
 	parts    atomic.Int32
@@ -125,18 +131,21 @@ func New(cfg Config, d Deps) (*Coordinator, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{cfg: cfg, store: d.Store, markers: d.Markers, groups: d.Groups, nextPID: d.NextPID,
-		logger: d.Logger, now: d.Now, txns: map[string]*txn{}, ctx: ctx, cancel: cancel}
-	c.loading.Store(true)
+		logger: d.Logger, now: d.Now, txns: map[string]*txn{}, owned: map[int32]*ownership{}, ctx: ctx, cancel: cancel}
+	// With explicit ownership there is nothing to load as a whole: each
+	// partition loads in OwnPartition.
+	c.loading.Store(!cfg.ExplicitOwnership)
 	return c, nil
 }
 
-// Start loads the state topic in the background, then finishes decided
-// transactions and starts the timeout sweep.
+// Start loads the state topic in the background (every partition, unless
+// ownership is explicit), then finishes decided transactions and starts the
+// timeout sweep.
 func (c *Coordinator) Start() {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if !c.loadAll() {
+		if !c.cfg.ExplicitOwnership && !c.loadAll() {
 			return
 		}
 		t := time.NewTicker(c.cfg.AbortCheckInterval)
@@ -152,7 +161,8 @@ func (c *Coordinator) Start() {
 	}()
 }
 
-// Loaded reports whether the initial load has finished.
+// Loaded reports whether the initial load has finished (at once with
+// explicit ownership: partitions load in OwnPartition).
 func (c *Coordinator) Loaded() bool { return !c.loading.Load() }
 
 // Close stops background work and waits for it.
@@ -196,27 +206,43 @@ func (c *Coordinator) write(ctx context.Context, id string, s *snapshot) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
-	wctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	p := partitionFor(id, n)
+	octx, err := c.writeCtx(p)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(octx, 30*time.Second)
 	defer cancel()
-	if _, err := c.store.Append(wctx, partitionFor(id, n), b); err != nil {
-		return fmt.Errorf("%w: %v", ErrStore, err)
+	if _, err := c.store.Append(wctx, p, b); err != nil {
+		return storeErr(wctx, err)
 	}
 	return nil
 }
 
-// lookup returns the transaction locked, creating it when asked.
-func (c *Coordinator) lookup(id string, create bool) *txn {
+// lookup returns the transaction locked, creating it when asked; nil if it
+// does not exist. The error is serves' when this coordinator does not serve
+// id: checked under c.mu, so nothing is created in a partition being
+// disowned.
+func (c *Coordinator) lookup(id string, create bool) (*txn, error) {
 	c.mu.Lock()
+	o, err := c.servesLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	t := c.txns[id]
 	if t == nil && create {
 		t = &txn{id: id, snapshot: snapshot{pid: -1, epoch: -1, state: Empty, parts: map[TopicPartition]struct{}{}}, lastEpoch: -1, prevPID: -1}
+		if o != nil {
+			t.own, t.coordEpoch = o, o.epoch
+		}
 		c.txns[id] = t
 	}
 	c.mu.Unlock()
 	if t != nil {
 		t.mu.Lock()
 	}
-	return t
+	return t, nil
 }
 
 // forget drops a transaction that was created but never written.
@@ -240,8 +266,8 @@ type InitResult struct {
 // InitProducerID is InitProducerId with a transactional id. expectPID and
 // expectEpoch are the client's current producer (v3+, KIP-360), -1 if none.
 func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout time.Duration, expectPID int64, expectEpoch int16) (InitResult, error) {
-	if c.loading.Load() {
-		return InitResult{}, ErrLoading
+	if err := c.serves(id); err != nil {
+		return InitResult{}, err
 	}
 	if id == "" {
 		return InitResult{}, ErrInvalidRequest
@@ -249,7 +275,10 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return InitResult{}, fmt.Errorf("%w: %v, the maximum is %v", ErrInvalidTimeout, timeout, c.cfg.MaxTimeout)
 	}
-	t := c.lookup(id, true)
+	t, err := c.lookup(id, true)
+	if err != nil {
+		return InitResult{}, err
+	}
 	defer t.mu.Unlock()
 	if t.pid < 0 {
 		pid, err := c.nextPID(ctx)
@@ -341,10 +370,13 @@ func (t *txn) check(pid int64, epoch int16) error {
 // AddPartitions adds partitions to the producer's transaction, starting it
 // if needed. The caller has checked the partitions exist.
 func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []TopicPartition) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(id); err != nil {
+		return err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
 	if t == nil {
 		return fmt.Errorf("%w: unknown transactional id %q", ErrInvalidMapping, id)
 	}
@@ -397,6 +429,9 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 	if c.groups == nil {
 		return ErrNotAvailable
 	}
+	if err := c.serves(id); err != nil {
+		return err
+	}
 	if err := c.groups.EnsureTopic(ctx); err != nil {
 		return fmt.Errorf("%w: %v", ErrNotAvailable, err)
 	}
@@ -406,10 +441,13 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 // Verify says whether the partitions are all in the producer's ongoing
 // transaction (AddPartitionsToTxn v4+ verify-only, and Produce).
 func (c *Coordinator) Verify(id string, pid int64, epoch int16, p TopicPartition) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(id); err != nil {
+		return err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
 	if t == nil {
 		return fmt.Errorf("%w: unknown transactional id %q", ErrInvalidMapping, id)
 	}
@@ -432,10 +470,13 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, p TopicPartition
 // CheckProducer validates a TxnOffsetCommit's producer against the
 // transaction (fenced producers must not commit offsets).
 func (c *Coordinator) CheckProducer(id string, pid int64, epoch int16) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(id); err != nil {
+		return err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
 	if t == nil {
 		return fmt.Errorf("%w: unknown transactional id %q", ErrInvalidMapping, id)
 	}
@@ -448,10 +489,13 @@ func (c *Coordinator) CheckProducer(id string, pid int64, epoch int16) error {
 // fail they are retried in the background and requests meanwhile get
 // CONCURRENT_TRANSACTIONS.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(id); err != nil {
+		return err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
 	if t == nil {
 		return fmt.Errorf("%w: unknown transactional id %q", ErrInvalidMapping, id)
 	}
@@ -515,6 +559,11 @@ func (c *Coordinator) endLocked(ctx context.Context, t *txn, commit bool, epoch 
 	return nil
 }
 
+// markerAttempt bounds one attempt at a transaction's markers: a marker
+// for a partition led by another broker is retried (NewRemoteMarkers) until
+// its context ends, and the transaction stays locked meanwhile.
+const markerAttempt = 10 * time.Second
+
 // complete writes the markers of a decided transaction and its Complete
 // record. t.mu is held and t is in PrepareCommit or PrepareAbort.
 func (c *Coordinator) complete(ctx context.Context, t *txn) error {
@@ -524,13 +573,15 @@ func (c *Coordinator) complete(ctx context.Context, t *txn) error {
 		mu   sync.Mutex
 		errs []error
 	)
+	mctx, cancel := context.WithTimeout(ctx, markerAttempt)
+	defer cancel()
 	for p := range t.parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := c.markers.WriteMarker(ctx, p.Topic, p.Partition, t.pid, t.epoch, commit, 0)
+			err := c.markers.WriteMarker(mctx, p.Topic, p.Partition, t.pid, t.epoch, commit, t.coordEpoch)
 			if err == nil && p.Topic == OffsetsTopic && c.groups != nil {
-				err = c.groups.CompleteTxn(ctx, p.Partition, t.pid, commit)
+				err = c.groups.CompleteTxn(mctx, p.Partition, t.pid, commit)
 			}
 			if err != nil {
 				mu.Lock()
@@ -558,11 +609,13 @@ func (c *Coordinator) complete(ctx context.Context, t *txn) error {
 }
 
 // completeRetrying finishes a decided transaction, retrying until it
-// succeeds or the coordinator closes.
+// succeeds, the coordinator closes or the transaction's partition is
+// disowned.
 func (c *Coordinator) completeRetrying(t *txn) {
+	ctx := c.ctxOf(t)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		t.mu.Lock()
-		err := c.complete(c.ctx, t)
+		err := c.complete(ctx, t)
 		if err == nil {
 			t.completing = false
 		}
@@ -570,17 +623,22 @@ func (c *Coordinator) completeRetrying(t *txn) {
 		if err == nil {
 			return
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		c.logger.Warn("completing transaction failed; retrying", "transactional_id", t.id, "err", err, "backoff", backoff)
 		select {
 		case <-time.After(backoff):
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 	}
 }
 
 // AbortExpired aborts, with an epoch bump, every ongoing transaction that
-// has run longer than its timeout (Kafka's abortTimedOutTransactions).
+// has run longer than its timeout (Kafka's abortTimedOutTransactions). Only
+// transactions of partitions this coordinator owns and has loaded are
+// looked at.
 func (c *Coordinator) AbortExpired() {
 	if c.loading.Load() {
 		return
@@ -589,14 +647,16 @@ func (c *Coordinator) AbortExpired() {
 	c.mu.Lock()
 	var due []*txn
 	for _, t := range c.txns {
-		due = append(due, t)
+		if c.servesTxnLocked(t) {
+			due = append(due, t)
+		}
 	}
 	c.mu.Unlock()
 	for _, t := range due {
 		t.mu.Lock()
 		if t.state == Ongoing && !t.completing && now.Sub(t.started) > t.timeout {
 			c.logger.Info("aborting timed-out transaction", "transactional_id", t.id, "producer_id", t.pid, "epoch", t.epoch)
-			if err := c.abortLocked(c.ctx, t); err != nil {
+			if err := c.abortLocked(c.ctxOf(t), t); err != nil {
 				c.logger.Warn("aborting timed-out transaction failed", "transactional_id", t.id, "err", err)
 			}
 		}
@@ -607,10 +667,13 @@ func (c *Coordinator) AbortExpired() {
 // Abort aborts the transaction of id whatever its producer, fencing it
 // (the admin path behind `sluice txn abort`).
 func (c *Coordinator) Abort(ctx context.Context, id string) error {
-	if c.loading.Load() {
-		return ErrLoading
+	if err := c.serves(id); err != nil {
+		return err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return err
+	}
 	if t == nil {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
@@ -650,10 +713,13 @@ func (t *txn) describe() Description {
 
 // Describe describes transactional ids; unknown ones are ErrNotFound.
 func (c *Coordinator) Describe(id string) (Description, error) {
-	if c.loading.Load() {
-		return Description{}, ErrLoading
+	if err := c.serves(id); err != nil {
+		return Description{}, err
 	}
-	t := c.lookup(id, false)
+	t, err := c.lookup(id, false)
+	if err != nil {
+		return Description{}, err
+	}
 	if t == nil {
 		return Description{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
@@ -670,9 +736,10 @@ type ListFilter struct {
 	MinDuration time.Duration
 }
 
-// List lists the transactions matching f, sorted by id.
+// List lists the transactions matching f that this coordinator serves,
+// sorted by id.
 func (c *Coordinator) List(f ListFilter) ([]Description, error) {
-	if c.loading.Load() {
+	if c.anyLoading() {
 		return nil, ErrLoading
 	}
 	c.mu.Lock()

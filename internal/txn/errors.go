@@ -8,6 +8,7 @@ var (
 	ErrLoading                = errors.New("txn: coordinator is loading")                          // COORDINATOR_LOAD_IN_PROGRESS
 	ErrNotAvailable           = errors.New("txn: coordinator not available")                       // COORDINATOR_NOT_AVAILABLE
 	ErrStore                  = errors.New("txn: writing to the transaction log failed")           // COORDINATOR_NOT_AVAILABLE (retriable)
+	ErrNotCoordinator         = errors.New("txn: not the coordinator of this transactional id")    // NOT_COORDINATOR
 	ErrConcurrentTransactions = errors.New("txn: a previous transaction is still completing")      // CONCURRENT_TRANSACTIONS
 	ErrProducerFenced         = errors.New("txn: producer fenced by a newer epoch")                // PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for old versions)
 	ErrInvalidProducerEpoch   = errors.New("txn: invalid producer epoch")                          // INVALID_PRODUCER_EPOCH

@@ -1,0 +1,246 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+)
+
+// Pauses before a partition is looked at again.
+const (
+	conflictPause = 250 * time.Millisecond // a claim lost a race; the view catches up
+	errorPause    = time.Second            // the meta store failed
+	settlePause   = 200 * time.Millisecond // after deleting a key, until the watch shows it
+	verifyPause   = 500 * time.Millisecond // the store says ours, the view lags
+)
+
+// fallbackHold is how long a leadership taken as a fallback (the desired
+// owner kept failing Acquire) is kept before it is offered back.
+func fallbackHold(ttl time.Duration) time.Duration { return 10 * ttl }
+
+// failureBackoff is the pause after the n-th consecutive failed Acquire.
+// It grows past 2*ttl, so a broker that keeps failing leaves the partition
+// leaderless long enough for another to take it.
+func failureBackoff(n int, ttl time.Duration) time.Duration {
+	return min(250*time.Millisecond<<min(n-1, 16), 4*ttl)
+}
+
+// score is the rendezvous hash of a partition and a broker: FNV-64a of the
+// topic, a 0 byte, the partition and the broker id (big endian), then a
+// 64-bit finaliser so that brokers with close ids still scatter.
+func score(tp TopicPartition, broker int32) uint64 {
+	const (
+		offset64 = 14695981039346656037
+		prime64  = 1099511628211
+	)
+	h := uint64(offset64)
+	for i := 0; i < len(tp.Topic); i++ {
+		h ^= uint64(tp.Topic[i])
+		h *= prime64
+	}
+	var b [9]byte
+	binary.BigEndian.PutUint32(b[1:], uint32(tp.Partition))
+	binary.BigEndian.PutUint32(b[5:], uint32(broker))
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime64
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// owner is the broker with the highest score for tp, or -1 if none.
+func owner(tp TopicPartition, brokers []int32) int32 {
+	best, bestScore := int32(-1), uint64(0)
+	for _, b := range brokers {
+		s := score(tp, b)
+		if best < 0 || s > bestScore || (s == bestScore && b > best) {
+			best, bestScore = b, s
+		}
+	}
+	return best
+}
+
+type actionKind uint8
+
+const (
+	actAcquire actionKind = iota + 1
+	actHandOff            // graceful: another broker is now the desired owner
+	actRelease            // graceful: the partition is no longer in the set
+	actVerify             // the view says our key is gone: check the store
+	actDrop               // relinquished: release (fenced) and delete the key
+	actOrphan             // a key of ours we do not hold: delete it
+	actClaimController
+)
+
+type action struct {
+	kind     actionKind
+	tp       TopicPartition
+	p        *part
+	t        *tenure
+	fallback bool
+}
+
+// reconcileLoop plans and starts actions on every change and every tick.
+func (n *Node) reconcileLoop(ctx context.Context) {
+	defer close(n.reconcileDone)
+	t := time.NewTicker(n.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kickCh:
+		case <-t.C:
+		}
+		n.mu.Lock()
+		acts := n.planLocked(n.now())
+		n.mu.Unlock()
+		for _, a := range acts {
+			n.actWG.Add(1)
+			go n.run(a)
+		}
+	}
+}
+
+// planLocked compares the view with what we hold and returns what to do.
+// Every action it returns has its partition marked busy.
+func (n *Node) planLocked(now time.Time) []action {
+	if n.closing || n.cur == nil || !n.view.synced {
+		return nil
+	}
+	self := n.cfg.BrokerID
+	if _, ok := n.view.members[self]; !ok {
+		// Our registration is not in the view yet: without ourselves in
+		// the member list we would hand everything away.
+		return nil
+	}
+	live := make([]int32, 0, len(n.view.members))
+	eligible := make([]int32, 0, len(n.view.members))
+	for id, m := range n.view.members {
+		live = append(live, id)
+		if id == self || m.since.IsZero() || now.Sub(m.since) >= n.cfg.RebalanceDelay {
+			eligible = append(eligible, id)
+		}
+	}
+	var acts []action
+	add := func(a action) {
+		a.p.busy = true
+		acts = append(acts, a)
+	}
+	idle := func(p *part) bool { return !p.busy && !now.Before(p.notBefore) }
+
+	for tp, t := range n.dropped {
+		if p := n.partLocked(tp); !p.busy {
+			add(action{kind: actDrop, tp: tp, p: p, t: t})
+		}
+	}
+	for tp, t := range n.owned {
+		p := n.partLocked(tp)
+		if !idle(p) || !t.ready {
+			continue
+		}
+		lv, ok := n.view.leaders[tp]
+		mine := ok && lv.Broker == self && lv.Epoch == t.epoch
+		switch {
+		case !mine && (t.seen || (ok && lv.Epoch > t.epoch) || now.Sub(t.since) > n.cfg.LeaseTTL):
+			// Deleted or replaced after we saw it, or a newer epoch, or the
+			// view never caught up: ask the store.
+			add(action{kind: actVerify, tp: tp, p: p, t: t})
+		case !n.wantsLocked(tp):
+			add(action{kind: actRelease, tp: tp, p: p, t: t})
+		case n.handoffs < maxHandoffs:
+			target := owner(tp, eligible)
+			if target >= 0 && target != self && (!t.fallback || now.Sub(t.since) >= fallbackHold(n.cfg.LeaseTTL)) {
+				n.handoffs++
+				add(action{kind: actHandOff, tp: tp, p: p, t: t})
+			}
+		}
+	}
+	for tp := range n.want {
+		if n.owned[tp] != nil || n.dropped[tp] != nil {
+			continue
+		}
+		p := n.partLocked(tp)
+		if _, ok := n.view.leaders[tp]; ok {
+			p.leaderlessSince = time.Time{}
+			continue
+		}
+		if p.leaderlessSince.IsZero() {
+			p.leaderlessSince = now
+		}
+		if !idle(p) {
+			continue
+		}
+		desired := owner(tp, live)
+		fallback := desired != self && now.Sub(p.leaderlessSince) > 2*n.cfg.LeaseTTL
+		if desired == self || fallback {
+			add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})
+		}
+	}
+	for tp, lv := range n.view.leaders {
+		if lv.Broker != self || n.owned[tp] != nil || n.dropped[tp] != nil {
+			continue
+		}
+		if p := n.partLocked(tp); idle(p) {
+			add(action{kind: actOrphan, tp: tp, p: p})
+		}
+	}
+	if a, ok := n.planControllerLocked(); ok {
+		n.ctrlBusy = true
+		acts = append(acts, a)
+	}
+	return acts
+}
+
+// run executes one action: partition actions on the partition's serialised
+// path, at most maxActions at a time.
+func (n *Node) run(a action) {
+	defer n.actWG.Done()
+	defer n.kick()
+	defer n.finish(a)
+	select {
+	case n.sem <- struct{}{}:
+	case <-n.ctx.Done():
+		return
+	}
+	defer func() { <-n.sem }()
+	if a.kind == actClaimController {
+		n.claimController()
+		return
+	}
+	a.p.op.Lock()
+	defer a.p.op.Unlock()
+	switch a.kind {
+	case actAcquire:
+		n.acquire(a.p, a.tp, a.fallback)
+	case actHandOff:
+		n.release(n.ctx, a.p, a.t, "hand-off")
+	case actRelease:
+		n.release(n.ctx, a.p, a.t, "partition removed")
+	case actVerify:
+		n.verify(a.p, a.t)
+	case actDrop:
+		n.drop(n.ctx, a.p, a.t)
+	case actOrphan:
+		n.deleteOrphan(a.p, a.tp)
+	}
+}
+
+func (n *Node) finish(a action) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if a.p != nil {
+		a.p.busy = false
+	}
+	switch a.kind {
+	case actHandOff:
+		n.handoffs--
+	case actClaimController:
+		n.ctrlBusy = false
+	}
+}

@@ -1,0 +1,316 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// The functions here run with p.op held.
+
+// acquire claims tp (epoch, then leader key), calls Acquire, and on success
+// makes the leadership visible to IsLeader.
+func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
+	n.mu.Lock()
+	cur := n.cur
+	_, led := n.view.leaders[tp]
+	ok := cur != nil && !n.closing && n.owned[tp] == nil && n.dropped[tp] == nil && n.wantsLocked(tp) && !led
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	if p.held != nil {
+		// Should not happen: a held tenure is in owned or dropped, or a
+		// fence for it is waiting for op.
+		n.log.Error("not acquiring a partition the handler still holds", "topic", tp.Topic, "partition", tp.Partition)
+		return
+	}
+	ctx := cur.ctx
+	lk, ek := leaderKey(tp), epochKey(tp)
+
+	var epoch int32
+	var epochVer int64
+	kv, err := n.md.Get(ctx, ek)
+	switch {
+	case err == nil:
+		if epoch, err = decodeEpoch(kv); err != nil {
+			n.pause(p, tp, "reading the epoch", err)
+			return
+		}
+		epochVer = kv.Version
+	case errors.Is(err, meta.ErrNotFound):
+	default:
+		n.pause(p, tp, "reading the epoch", err)
+		return
+	}
+	if epoch == math.MaxInt32 {
+		n.log.Error("leader epoch exhausted", "topic", tp.Topic, "partition", tp.Partition)
+		return
+	}
+	next := epoch + 1
+	// Step 1, without the session: the epoch key must outlive it.
+	err = n.md.Txn(ctx, []meta.Compare{{Key: lk}, {Key: ek, Version: epochVer}},
+		meta.Put(ek, []byte(strconv.FormatInt(int64(next), 10))))
+	if err != nil {
+		n.pause(p, tp, "claiming an epoch", err)
+		return
+	}
+	t := &tenure{tp: tp, epoch: next, epochVer: epochVer + 1, session: cur.s.ID(), gen: cur.gen,
+		since: n.now(), fallback: fallback}
+	// Step 2: the leader key, on the session, only if nobody claimed a
+	// later epoch or the leadership in between.
+	err = n.leaser.TxnWithSession(ctx, cur.s, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},
+		meta.Put(lk, encode(leaderValue{Broker: n.cfg.BrokerID, Epoch: next, Session: t.session})))
+	if err != nil && meta.IsRetriable(err) && n.isOurs(ctx, t) {
+		err = nil // applied although the answer was lost
+	}
+	if err != nil {
+		n.pause(p, tp, "claiming the leadership", err)
+		return
+	}
+
+	n.mu.Lock()
+	ok = n.cur == cur && !n.closing
+	if ok {
+		n.owned[tp] = t
+		if lv, found := n.view.leaders[tp]; found && lv.Broker == n.cfg.BrokerID && lv.Epoch == next {
+			t.seen = true
+		}
+	}
+	n.mu.Unlock()
+	if !ok {
+		n.deleteLeader(n.ctx, t)
+		return
+	}
+	log := n.log.With("topic", tp.Topic, "partition", tp.Partition, "epoch", next)
+	log.Debug("acquiring", "fallback", fallback)
+
+	if err := n.h.Acquire(ctx, tp, next); err != nil {
+		n.mu.Lock()
+		if n.owned[tp] == t {
+			delete(n.owned, tp)
+		}
+		if n.dropped[tp] == t {
+			delete(n.dropped, tp)
+		}
+		if ctx.Err() == nil {
+			p.failures++
+			p.notBefore = n.now().Add(failureBackoff(p.failures, n.cfg.LeaseTTL))
+		}
+		failures := p.failures
+		n.mu.Unlock()
+		log.Warn("Acquire failed; giving the leadership up", "err", err, "failures", failures)
+		n.deleteLeader(n.ctx, t)
+		n.notify()
+		return
+	}
+	n.mu.Lock()
+	ok = n.owned[tp] == t
+	if ok {
+		t.ready = true
+		p.failures = 0
+	}
+	n.mu.Unlock()
+	if !ok {
+		// Lost (session ended, relinquished) while loading.
+		log.Warn("leadership lost during Acquire")
+		n.h.Release(tp, true)
+		return
+	}
+	p.held = t
+	log.Info("leading", "fallback", fallback)
+	n.notify()
+}
+
+// release hands t off gracefully: IsLeader turns false, the handler
+// flushes (Release(false)) while FenceCompares still hold, then the key is
+// deleted so that the next owner can claim it at once.
+func (n *Node) release(ctx context.Context, p *part, t *tenure, why string) {
+	n.mu.Lock()
+	ok := n.owned[t.tp] == t
+	if ok {
+		t.ready = false
+	}
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	n.notify()
+	if p.held == t {
+		n.h.Release(t.tp, false)
+		p.held = nil
+	}
+	n.deleteLeader(ctx, t)
+	n.mu.Lock()
+	if n.owned[t.tp] == t {
+		delete(n.owned, t.tp)
+	}
+	p.notBefore = n.now().Add(settlePause)
+	n.mu.Unlock()
+	n.log.Info("released", "topic", t.tp.Topic, "partition", t.tp.Partition, "epoch", t.epoch, "why", why)
+	n.notify()
+}
+
+// verify checks in the store whether t's key is still ours and, if not,
+// fences it.
+func (n *Node) verify(p *part, t *tenure) {
+	n.mu.Lock()
+	ok := n.owned[t.tp] == t
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	kv, err := n.md.Get(n.ctx, leaderKey(t.tp))
+	if err == nil && kv.Version == leaderKeyVersion && n.matches(kv, t) {
+		n.mu.Lock()
+		p.notBefore = n.now().Add(verifyPause)
+		n.mu.Unlock()
+		return
+	}
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		n.pause(p, t.tp, "checking the leadership", err)
+		return
+	}
+	n.mu.Lock()
+	ok = n.owned[t.tp] == t
+	if ok {
+		delete(n.owned, t.tp)
+	}
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	n.log.Warn("leadership lost: leader key deleted or taken over", "topic", t.tp.Topic, "partition", t.tp.Partition, "epoch", t.epoch)
+	if p.held == t {
+		n.h.Release(t.tp, true)
+		p.held = nil
+	}
+	n.notify()
+}
+
+// drop finishes a Relinquish: fenced release, then delete the key if it is
+// still t's.
+func (n *Node) drop(ctx context.Context, p *part, t *tenure) {
+	n.mu.Lock()
+	ok := n.dropped[t.tp] == t
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	if p.held == t {
+		n.h.Release(t.tp, true)
+		p.held = nil
+	}
+	n.deleteLeader(ctx, t)
+	n.mu.Lock()
+	if n.dropped[t.tp] == t {
+		delete(n.dropped, t.tp)
+	}
+	p.notBefore = n.now().Add(settlePause)
+	n.mu.Unlock()
+}
+
+// deleteOrphan deletes a leader key naming this broker that no tenure
+// holds: left by an earlier session whose lease has not expired yet, or by
+// a claim whose answer was lost.
+func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
+	n.mu.Lock()
+	held := n.owned[tp] != nil || n.dropped[tp] != nil
+	n.mu.Unlock()
+	if held {
+		return
+	}
+	lk, ek := leaderKey(tp), epochKey(tp)
+	kv, err := n.md.Get(n.ctx, lk)
+	if errors.Is(err, meta.ErrNotFound) {
+		n.mu.Lock()
+		p.notBefore = n.now().Add(settlePause)
+		n.mu.Unlock()
+		return
+	}
+	if err != nil {
+		n.pause(p, tp, "reading a leader key", err)
+		return
+	}
+	var lv leaderValue
+	if json.Unmarshal(kv.Value, &lv) != nil || lv.Broker != n.cfg.BrokerID {
+		return
+	}
+	ekv, err := n.md.Get(n.ctx, ek)
+	if err != nil {
+		n.pause(p, tp, "reading the epoch", err)
+		return
+	}
+	// The epoch counter does not move while a leader key exists, so it
+	// names this key's epoch; comparing it too makes sure we delete this
+	// key and not one created since.
+	if e, err := decodeEpoch(ekv); err != nil || e != lv.Epoch {
+		n.pause(p, tp, "matching the epoch", errors.New("the epoch key does not match the leader key"))
+		return
+	}
+	err = n.md.Txn(n.ctx, []meta.Compare{{Key: lk, Version: kv.Version}, {Key: ek, Version: ekv.Version}}, meta.Delete(lk))
+	switch {
+	case err == nil:
+		n.log.Info("deleted a leader key of an earlier session", "topic", tp.Topic, "partition", tp.Partition, "epoch", lv.Epoch)
+		n.mu.Lock()
+		p.notBefore = n.now().Add(settlePause)
+		n.mu.Unlock()
+	case !errors.Is(err, meta.ErrConflict):
+		n.pause(p, tp, "deleting a leader key", err)
+	}
+}
+
+// deleteLeader deletes t's leader key if it is still t's, retrying a
+// little; what it cannot delete goes with the session, or as an orphan.
+func (n *Node) deleteLeader(ctx context.Context, t *tenure) {
+	for attempt := range 3 {
+		err := n.md.Txn(ctx, t.compares(), meta.Delete(leaderKey(t.tp)))
+		if err == nil || errors.Is(err, meta.ErrConflict) {
+			return
+		}
+		if !meta.IsRetriable(err) || ctx.Err() != nil {
+			n.log.Warn("deleting a leader key failed", "topic", t.tp.Topic, "partition", t.tp.Partition, "err", err)
+			return
+		}
+		if !sleep(ctx, 100*time.Millisecond<<attempt) {
+			return
+		}
+	}
+	n.log.Warn("deleting a leader key failed; it goes with the session", "topic", t.tp.Topic, "partition", t.tp.Partition)
+}
+
+// isOurs reads t's leader key back (after an ambiguous claim).
+func (n *Node) isOurs(ctx context.Context, t *tenure) bool {
+	kv, err := n.md.Get(ctx, leaderKey(t.tp))
+	return err == nil && kv.Version == leaderKeyVersion && n.matches(kv, t)
+}
+
+func (n *Node) matches(kv meta.KV, t *tenure) bool {
+	var lv leaderValue
+	return json.Unmarshal(kv.Value, &lv) == nil &&
+		lv.Broker == n.cfg.BrokerID && lv.Epoch == t.epoch && lv.Session == t.session
+}
+
+// pause delays the partition's next action after a failed step: briefly
+// after a lost race, longer (with a warning) after a store error.
+func (n *Node) pause(p *part, tp TopicPartition, what string, err error) {
+	d := errorPause
+	switch {
+	case errors.Is(err, meta.ErrConflict):
+		d = conflictPause
+	case errors.Is(err, meta.ErrSessionDone), errors.Is(err, context.Canceled):
+		// The session ended or the node is closing: the session loop
+		// takes over, and the next session may try at once.
+		return
+	default:
+		n.log.Warn("cluster step failed; retrying later", "step", what, "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
+	n.mu.Lock()
+	p.notBefore = n.now().Add(d)
+	n.mu.Unlock()
+}

@@ -1,0 +1,510 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// Broker is a live member of the cluster as it advertises itself.
+type Broker struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack string
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Leadership is who leads a partition, at which leader epoch.
+type Leadership struct {
+	Broker int32
+	Epoch  int32 // leader epoch, strictly increasing per partition across all brokers
+}
+
+// Handler is what the node calls as leadership changes. Calls for one
+// partition never overlap; calls for different partitions may.
+type Handler interface {
+	// Acquire: this broker now holds tp's leadership at epoch. Load the
+	// partition (rebuild state from shared storage) before returning;
+	// FenceCompares already reports the leadership. ctx ends if the
+	// leadership is lost or the node closes meanwhile. An error gives the
+	// leadership up again (the key is deleted) and it is retried later with
+	// a new epoch.
+	Acquire(ctx context.Context, tp TopicPartition, epoch int32) error
+	// Release: this broker no longer leads tp. fenced=false: a graceful
+	// hand-off, called BEFORE the leader key is deleted, while
+	// FenceCompares still holds (flush in-flight appends, then return);
+	// fenced=true: leadership was already lost (session expired, key taken
+	// over, Relinquish): stop serving tp at once.
+	Release(tp TopicPartition, fenced bool)
+}
+
+// Limits on concurrent work.
+const (
+	// maxActions bounds the partitions processed (acquired, handed off,
+	// checked) at once.
+	maxActions = 8
+	// maxHandoffs bounds graceful hand-offs in flight, so that a joining
+	// broker receives partitions a few at a time.
+	maxHandoffs = 4
+)
+
+// Node is this broker's membership in the cluster. It is safe for
+// concurrent use.
+type Node struct {
+	cfg         Config
+	md          meta.Store
+	leaser      meta.Leaser
+	watcher     meta.Watcher
+	h           Handler
+	log         *slog.Logger
+	now         func() time.Time
+	incarnation string
+	tick        time.Duration
+
+	ctx           context.Context // ends when Close is done with the loops
+	cancel        context.CancelFunc
+	stopReconcile context.CancelFunc
+	reconcileDone chan struct{}
+	loopWG        sync.WaitGroup // session and watch loops
+	actWG         sync.WaitGroup // actions started by reconcile
+	sem           chan struct{}  // maxActions
+	kickCh        chan struct{}
+	changes       chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu       sync.Mutex
+	cur      *session // nil while there is none (lost, not yet rejoined)
+	gen      uint64   // session generation counter
+	closing  bool
+	view     view
+	parts    map[TopicPartition]*part
+	want     map[TopicPartition]struct{}
+	owned    map[TopicPartition]*tenure // our leader keys in the current session
+	dropped  map[TopicPartition]*tenure // relinquished, still to release and delete
+	handoffs int                        // graceful hand-offs in flight
+	ctrlBusy bool
+}
+
+// part is the per-partition state. op serialises handler calls and
+// leadership transactions for the partition.
+type part struct {
+	op   sync.Mutex
+	held *tenure // guarded by op: Acquire returned nil for it, no Release yet
+
+	// Guarded by Node.mu.
+	busy            bool      // an action is scheduled or running
+	notBefore       time.Time // no new action before
+	failures        int       // consecutive failed Acquire calls
+	leaderlessSince time.Time // zero while it has a leader (in the view)
+}
+
+// tenure is one leadership of ours: one leader key, one epoch.
+type tenure struct {
+	tp       TopicPartition
+	epoch    int32
+	epochVer int64 // version of the epoch key our claim wrote
+	session  int64
+	gen      uint64
+	since    time.Time
+	fallback bool // taken although another broker was the desired owner
+	ready    bool // Acquire returned nil and no release started: IsLeader
+	seen     bool // the watched view has shown our key
+}
+
+// compares hold exactly while the leader key is the one t created and no
+// later epoch was claimed. The epoch key is needed: another broker's key
+// created after ours was deleted is at version 1 too.
+func (t *tenure) compares() []meta.Compare {
+	return []meta.Compare{
+		{Key: leaderKey(t.tp), Version: leaderKeyVersion},
+		{Key: epochKey(t.tp), Version: t.epochVer},
+	}
+}
+
+// Start registers the broker, starts watching membership and leaders, and
+// returns; partitions are acquired in the background once SetPartitions
+// names them. If a live broker already has this id, Start waits up to
+// LeaseTTL+1s for it to go (a previous incarnation's lease expiring), then
+// fails with ErrBrokerIDInUse. It retries an unavailable meta store for a
+// while (bounded by ctx). md must implement meta.Leaser and meta.Watcher.
+func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("cluster: Start: nil Handler")
+	}
+	leaser, ok := md.(meta.Leaser)
+	watcher, ok2 := md.(meta.Watcher)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("%w: %T (use the etcd backend)", ErrUnsupportedStore, md)
+	}
+	cfg = cfg.withDefaults()
+	var nonce [8]byte
+	crand.Read(nonce[:])
+	n := &Node{
+		cfg: cfg, md: md, leaser: leaser, watcher: watcher, h: h,
+		log:           cfg.Logger.With("broker", cfg.BrokerID),
+		now:           cfg.Now,
+		incarnation:   hex.EncodeToString(nonce[:]),
+		tick:          min(max(cfg.LeaseTTL/10, 50*time.Millisecond), 250*time.Millisecond),
+		reconcileDone: make(chan struct{}),
+		sem:           make(chan struct{}, maxActions),
+		kickCh:        make(chan struct{}, 1),
+		changes:       make(chan struct{}, 1),
+		view:          newView(),
+		parts:         map[TopicPartition]*part{},
+		want:          map[TopicPartition]struct{}{},
+		owned:         map[TopicPartition]*tenure{},
+		dropped:       map[TopicPartition]*tenure{},
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	cur, err := n.join(ctx)
+	if err != nil {
+		n.cancel()
+		return nil, err
+	}
+	snap, events, err := n.firstWatch(ctx)
+	if err != nil {
+		cur.end()
+		n.cancel()
+		return nil, fmt.Errorf("cluster: watching %q: %w", clusterPrefix, err)
+	}
+	n.applySnapshot(snap, true)
+	n.mu.Lock()
+	n.cur = cur
+	n.mu.Unlock()
+
+	rctx, stop := context.WithCancel(n.ctx)
+	n.stopReconcile = stop
+	n.loopWG.Add(2)
+	go n.sessionLoop(cur)
+	go n.watchLoop(events)
+	go n.reconcileLoop(rctx)
+	n.log.Info("joined the cluster", "session", fmt.Sprintf("%x", cur.s.ID()), "lease_ttl", cur.s.TTL())
+	return n, nil
+}
+
+// Brokers returns the live members, sorted by ID.
+func (n *Node) Brokers() []Broker {
+	n.mu.Lock()
+	out := make([]Broker, 0, len(n.view.members))
+	for _, m := range n.view.members {
+		out = append(out, m.Broker)
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out, func(a, b Broker) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Leader returns tp's current leader as this node sees it (any broker).
+func (n *Node) Leader(tp TopicPartition) (Leadership, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	lv, ok := n.view.leaders[tp]
+	return lv.Leadership, ok
+}
+
+// IsLeader reports whether this broker leads tp and Acquire has returned.
+func (n *Node) IsLeader(tp TopicPartition) (epoch int32, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.owned[tp]
+	if t == nil || !t.ready || n.cur == nil || n.cur.gen != t.gen {
+		return 0, false
+	}
+	return t.epoch, true
+}
+
+// FenceCompares returns compares that hold exactly while this broker still
+// holds tp's leadership at the epoch it acquired, and that epoch. They are
+// available from just before Acquire until the leader key is deleted (so
+// also during Acquire and a graceful Release). The log engine adds them to
+// the Txn that registers data, so a fenced leader's late writes never become
+// visible. ok=false if we do not lead tp.
+func (n *Node) FenceCompares(tp TopicPartition) (cmps []meta.Compare, epoch int32, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.owned[tp]
+	if t == nil {
+		return nil, 0, false
+	}
+	return t.compares(), t.epoch, true
+}
+
+// Relinquish gives tp's leadership up at once: the caller found it lost or
+// unusable (a Txn with FenceCompares failed). IsLeader and FenceCompares
+// stop reporting it immediately; in the background the handler gets
+// Release(tp, true) and the leader key is deleted if still ours. The
+// partition may be acquired again later, at a new epoch.
+func (n *Node) Relinquish(tp TopicPartition) {
+	n.mu.Lock()
+	t := n.owned[tp]
+	if t != nil {
+		delete(n.owned, tp)
+		n.dropped[tp] = t
+	}
+	n.mu.Unlock()
+	if t != nil {
+		n.log.Warn("relinquishing a partition", "topic", tp.Topic, "partition", tp.Partition, "epoch", t.epoch)
+		n.notify()
+		n.kick()
+	}
+}
+
+// SetPartitions tells the node the full current set of partitions. Those
+// not in it are released (fenced=false) and their leader keys deleted.
+func (n *Node) SetPartitions(tps []TopicPartition) {
+	want := make(map[TopicPartition]struct{}, len(tps))
+	for _, tp := range tps {
+		want[tp] = struct{}{}
+	}
+	n.mu.Lock()
+	n.want = want
+	for tp, p := range n.parts {
+		if _, ok := want[tp]; !ok {
+			p.leaderlessSince = time.Time{}
+		}
+	}
+	n.mu.Unlock()
+	n.kick()
+}
+
+// IsController reports whether this broker holds the cluster controller
+// key (one broker at a time).
+func (n *Node) IsController() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.view.ctrl
+	return c != nil && !n.closing && n.cur != nil && c.broker == n.cfg.BrokerID && c.session == n.cur.s.ID()
+}
+
+// ControllerID returns the current controller's broker id, or -1.
+func (n *Node) ControllerID() int32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.view.ctrl == nil {
+		return -1
+	}
+	return n.view.ctrl.broker
+}
+
+// Changes returns a channel that receives (coalesced, never blocking the
+// node) whenever membership, any leadership, the controller, or this
+// broker's IsLeader answers change.
+func (n *Node) Changes() <-chan struct{} { return n.changes }
+
+// Close hands off gracefully: it deregisters the broker, then for each
+// partition it leads calls Release(tp, false) and deletes the leader key
+// (so the next owner acquires at once, without waiting for a lease to
+// expire), then revokes the session. In-flight Acquire calls see their
+// context end. If ctx ends first, what is left is released with
+// fenced=true and its keys go when the lease does. Idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	if n.cur != nil {
+		n.cur.cancel() // in-flight Acquire calls give up
+	}
+	n.mu.Unlock()
+	n.log.Info("leaving the cluster")
+
+	var errs []error
+	// The loop only plans and spawns; it stops at once. Waiting for it
+	// unconditionally keeps actWG.Add from racing the Wait below.
+	n.stopReconcile()
+	<-n.reconcileDone
+	if err := waitCtx(ctx, &n.actWG); err != nil {
+		errs = append(errs, fmt.Errorf("waiting for partition actions: %w", err))
+	}
+	n.deregister(ctx)
+	if err := n.releaseAll(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("handing partitions off: %w", err))
+	}
+
+	n.cancel()
+	if err := waitCtx(ctx, &n.loopWG); err != nil {
+		errs = append(errs, fmt.Errorf("stopping: %w", err))
+	}
+	n.mu.Lock()
+	cur := n.cur
+	n.cur = nil
+	var rest []*tenure
+	for tp, t := range n.owned {
+		rest = append(rest, t)
+		delete(n.owned, tp)
+	}
+	for tp, t := range n.dropped {
+		rest = append(rest, t)
+		delete(n.dropped, tp)
+	}
+	n.mu.Unlock()
+	// Only after a timeout: the lease revoke below deletes their keys.
+	var wg sync.WaitGroup
+	for _, t := range rest {
+		p := n.part(t.tp)
+		wg.Go(func() { n.fence(p, t) })
+	}
+	if err := waitCtx(ctx, &wg); err != nil {
+		errs = append(errs, fmt.Errorf("fencing: %w", err))
+	}
+	if cur != nil {
+		if err := cur.end(); err != nil {
+			errs = append(errs, fmt.Errorf("revoking the session: %w", err))
+		}
+	}
+	n.notify()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cluster: close broker %d: %w", n.cfg.BrokerID, err)
+	}
+	return nil
+}
+
+// releaseAll hands off every partition we lead, maxActions at a time.
+func (n *Node) releaseAll(ctx context.Context) error {
+	n.mu.Lock()
+	var owned, dropped []*tenure
+	for _, t := range n.owned {
+		owned = append(owned, t)
+	}
+	for _, t := range n.dropped {
+		dropped = append(dropped, t)
+	}
+	n.mu.Unlock()
+	sem := make(chan struct{}, maxActions)
+	var wg sync.WaitGroup
+	run := func(t *tenure, f func(*part, *tenure)) {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			p := n.part(t.tp)
+			p.op.Lock()
+			defer p.op.Unlock()
+			f(p, t)
+		})
+	}
+	for _, t := range owned {
+		run(t, func(p *part, t *tenure) { n.release(ctx, p, t, "closing") })
+	}
+	for _, t := range dropped {
+		run(t, func(p *part, t *tenure) { n.drop(ctx, p, t) })
+	}
+	return waitCtx(ctx, &wg)
+}
+
+// part returns tp's state, creating it. Entries are never removed, so
+// every holder of a *part for tp holds the same one and its op mutex.
+func (n *Node) part(tp TopicPartition) *part {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.partLocked(tp)
+}
+
+func (n *Node) partLocked(tp TopicPartition) *part {
+	p := n.parts[tp]
+	if p == nil {
+		p = &part{}
+		n.parts[tp] = p
+	}
+	return p
+}
+
+func (n *Node) wantsLocked(tp TopicPartition) bool {
+	_, ok := n.want[tp]
+	return ok
+}
+
+// kick asks the reconcile loop for a pass soon.
+func (n *Node) kick() {
+	select {
+	case n.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// notify signals Changes.
+func (n *Node) notify() {
+	select {
+	case n.changes <- struct{}{}:
+	default:
+	}
+}
+
+// backoff is exponential with jitter.
+type backoff struct{ lo, hi, cur time.Duration }
+
+func newBackoff(lo, hi time.Duration) *backoff { return &backoff{lo: lo, hi: hi} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.lo
+	} else {
+		b.cur = min(2*b.cur, b.hi)
+	}
+	return b.cur + time.Duration(rand.Int64N(int64(b.cur)/5+1))
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx ends; false if ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// waitCtx waits for wg or ctx.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

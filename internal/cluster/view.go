@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+)
+
+// view is the cluster as the watch on cluster/ shows it. It may lag the
+// store; every decision taken on it is checked again by a compare.
+type view struct {
+	synced  bool
+	members map[int32]member
+	leaders map[TopicPartition]leaderView
+	ctrl    *controllerView
+}
+
+type member struct {
+	Broker
+	session int64
+	// since is when this node first saw the member; zero if it was there
+	// when the node started (RebalanceDelay has passed for it).
+	since time.Time
+}
+
+type leaderView struct {
+	Leadership
+	session int64
+}
+
+type controllerView struct {
+	broker  int32
+	session int64
+}
+
+func newView() view {
+	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}}
+}
+
+// firstWatch is Start's watch: retried a while if the store is unavailable.
+func (n *Node) firstWatch(ctx context.Context) ([]meta.KV, <-chan meta.WatchEvent, error) {
+	giveUp := time.Now().Add(max(10*time.Second, 2*n.cfg.LeaseTTL))
+	bo := newBackoff(100*time.Millisecond, time.Second)
+	for {
+		// The watch lives as long as the node, not as Start's ctx.
+		snap, _, events, err := n.watcher.Watch(n.ctx, clusterPrefix)
+		if err == nil {
+			return snap, events, nil
+		}
+		if !meta.IsRetriable(err) || time.Now().After(giveUp) {
+			return nil, nil, err
+		}
+		d := bo.next()
+		n.log.Warn("watching the cluster: meta store unavailable; retrying", "err", err, "backoff", d)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// watchLoop applies events; when the watch breaks it watches again from a
+// fresh snapshot, with backoff, until the node closes.
+func (n *Node) watchLoop(events <-chan meta.WatchEvent) {
+	defer n.loopWG.Done()
+	bo := newBackoff(100*time.Millisecond, 2*time.Second)
+	for {
+		began := time.Now()
+		err := n.consume(events)
+		if n.ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > 10*time.Second {
+			bo.reset()
+		}
+		n.log.Warn("cluster watch broke; watching again", "err", err)
+		for {
+			if !sleep(n.ctx, bo.next()) {
+				return
+			}
+			snap, _, ch, err := n.watcher.Watch(n.ctx, clusterPrefix)
+			if err != nil {
+				if n.ctx.Err() != nil {
+					return
+				}
+				n.log.Warn("cluster watch failed; retrying", "err", err)
+				continue
+			}
+			n.applySnapshot(snap, false)
+			events = ch
+			break
+		}
+	}
+}
+
+// consume applies events until the channel ends; the error event's error,
+// if any.
+func (n *Node) consume(events <-chan meta.WatchEvent) error {
+	for ev := range events {
+		if ev.Err != nil {
+			return ev.Err
+		}
+		n.mu.Lock()
+		if ev.Kind == meta.WatchDelete {
+			n.applyDeleteLocked(ev.Key)
+		} else {
+			n.applyPutLocked(ev.Key, ev.Value, n.now(), n.view.members, false)
+		}
+		n.mu.Unlock()
+		if !strings.HasPrefix(ev.Key, epochsPrefix) {
+			n.notify()
+			n.kick()
+		}
+	}
+	return nil
+}
+
+// applySnapshot replaces the view. Members seen before keep their since.
+func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
+	n.mu.Lock()
+	now := n.now()
+	prev := n.view.members
+	n.view = newView()
+	for _, kv := range kvs {
+		n.applyPutLocked(kv.Key, kv.Value, now, prev, initial)
+	}
+	n.view.synced = true
+	n.mu.Unlock()
+	n.notify()
+	n.kick()
+}
+
+func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[int32]member, initial bool) {
+	switch {
+	case strings.HasPrefix(key, brokersPrefix):
+		id, ok := parseBrokerKey(key)
+		var bv brokerValue
+		if !ok || json.Unmarshal(value, &bv) != nil {
+			n.log.Warn("ignoring a malformed broker key", "key", key, "value", string(value))
+			return
+		}
+		m := member{Broker: Broker{ID: id, Host: bv.Host, Port: bv.Port, Rack: bv.Rack}, session: bv.Session}
+		if old, ok := prev[id]; ok {
+			m.since = old.since
+		} else if !initial {
+			m.since = now
+		}
+		n.view.members[id] = m
+	case strings.HasPrefix(key, leadersPrefix):
+		tp, ok := parseLeaderKey(key)
+		var lv leaderValue
+		if !ok || json.Unmarshal(value, &lv) != nil {
+			n.log.Warn("ignoring a malformed leader key", "key", key, "value", string(value))
+			return
+		}
+		n.view.leaders[tp] = leaderView{Leadership: Leadership{Broker: lv.Broker, Epoch: lv.Epoch}, session: lv.Session}
+		if t := n.owned[tp]; t != nil && lv.Broker == n.cfg.BrokerID && lv.Epoch == t.epoch {
+			t.seen = true
+		}
+	case key == controllerKey:
+		var cv controllerValue
+		if json.Unmarshal(value, &cv) != nil {
+			n.log.Warn("ignoring a malformed controller key", "value", string(value))
+			return
+		}
+		n.view.ctrl = &controllerView{broker: cv.Broker, session: cv.Session}
+	}
+}
+
+func (n *Node) applyDeleteLocked(key string) {
+	switch {
+	case strings.HasPrefix(key, brokersPrefix):
+		if id, ok := parseBrokerKey(key); ok {
+			delete(n.view.members, id)
+		}
+	case strings.HasPrefix(key, leadersPrefix):
+		if tp, ok := parseLeaderKey(key); ok {
+			delete(n.view.leaders, tp)
+		}
+	case key == controllerKey:
+		n.view.ctrl = nil
+	}
+}

@@ -1,0 +1,202 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/embedded"
+	"github.com/sluice-mq/sluice/internal/objstore/localfs"
+)
+
+// leases stands in for internal/cluster in these engine tests: one meta key
+// per partition whose Version is the fence, as the cluster layer does with
+// its leader keys. The meta store and object store are real.
+type leases struct {
+	md meta.Store
+	mu sync.Mutex
+	// held: partition key -> (version of the lease key when taken, epoch)
+	held map[string][2]int64
+}
+
+func (l *leases) key(topic string, p int32) string { return fmt.Sprintf("test/lead/%s/%d", topic, p) }
+
+// take bumps the lease key (fencing whoever held it) and records it for
+// this holder at epoch.
+func (l *leases) take(t *testing.T, topic string, p int32, epoch int32) {
+	t.Helper()
+	k := l.key(topic, p)
+	if err := l.md.Txn(context.Background(), nil, meta.Put(k, []byte(fmt.Sprint(epoch)))); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := l.md.Get(context.Background(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.held[k] = [2]int64{kv.Version, int64(epoch)}
+	l.mu.Unlock()
+}
+
+func (l *leases) fence(topic string, p int32) ([]meta.Compare, int32, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[l.key(topic, p)]
+	if !ok {
+		return nil, 0, false
+	}
+	return []meta.Compare{{Key: l.key(topic, p), Version: h[0]}}, int32(h[1]), true
+}
+
+func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
+	t.Helper()
+	st, err := localfs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig("")
+	cfg.RetentionCheckInterval = time.Hour
+	cfg.Shared = &SharedConfig{Fence: l.fence}
+	e, err := Open(context.Background(), cfg, st, md, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// TestSharedFailover: broker A writes, broker B takes the partition over
+// (A is fenced): B serves everything A had acknowledged, A's later appends
+// fail with ErrNotLeader and never become visible, and the epoch history
+// answers OffsetForLeaderEpoch across the change.
+func TestSharedFailover(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	a := openShared(t, dir, md, la)
+	b := openShared(t, dir, md, lb)
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// Not led anywhere yet.
+	pa, err := a.Partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pa.Append(ctx, mkBatch(t, 0, 1000, 1, nil, "x"), -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append before acquire: %v, want ErrNotLeader", err)
+	}
+
+	la.take(t, "t", 0, 1)
+	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		mustAppend(t, pa, mkBatch(t, 0, 1000, 5, nil, fmt.Sprintf("a%d", i)))
+	}
+	if hw := pa.HighWatermark(); hw != 50 {
+		t.Fatalf("A high watermark %d, want 50", hw)
+	}
+
+	// B takes over at epoch 2; A is fenced but does not know yet.
+	lb.take(t, "t", 0, 2)
+	if err := b.Acquire(ctx, "t", 0, 2); err != nil { // B learns the topic from meta
+		t.Fatal(err)
+	}
+	pb, err := b.Partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, pb, 1<<20); len(got) != 50 || got[0].off != 0 || got[49].off != 49 {
+		t.Fatalf("B reads %d records", len(got))
+	}
+	if _, err := pa.Append(ctx, mkBatch(t, 0, 1000, 5, nil, "late"), -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("fenced leader's append: %v, want ErrNotLeader", err)
+	}
+	if pa.Led() {
+		t.Fatal("A still thinks it leads after a fenced registration")
+	}
+	r := mustAppend(t, pb, mkBatch(t, 0, 1000, 5, nil, "b"))
+	if r.BaseOffset != 50 {
+		t.Fatalf("B's first offset %d, want 50", r.BaseOffset)
+	}
+	if got := readAll(t, pb, 1<<20); len(got) != 55 || string(got[50].value) != "b-0" {
+		t.Fatalf("B reads %d records after its append", len(got))
+	}
+	if ep, end := pb.EndOffsetForEpoch(1); ep != 1 || end != 50 {
+		t.Fatalf("EndOffsetForEpoch(1) = %d, %d; want 1, 50", ep, end)
+	}
+	if ep, end := pb.EndOffsetForEpoch(2); ep != 2 || end != 55 {
+		t.Fatalf("EndOffsetForEpoch(2) = %d, %d; want 2, 55", ep, end)
+	}
+
+	// A takes it back at epoch 3 and sees B's data, not its own late batch.
+	la.take(t, "t", 0, 3)
+	if err := a.Acquire(ctx, "t", 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, pa, 1<<20)
+	if len(got) != 55 {
+		t.Fatalf("A reads %d records after taking back, want 55", len(got))
+	}
+	for _, r := range got {
+		if string(r.value[:4]) == "late" {
+			t.Fatalf("fenced write visible at offset %d", r.off)
+		}
+	}
+}
+
+// TestSharedIdempotenceAcrossFailover: a producer's sequence state moves
+// with the partition: a retry of an acknowledged batch sent to the new
+// leader is answered as a duplicate with its original offset.
+func TestSharedIdempotenceAcrossFailover(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	a := openShared(t, dir, md, la)
+	b := openShared(t, dir, md, lb)
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	la.take(t, "t", 0, 1)
+	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := a.Partition("t", 0)
+	var sent [][]byte
+	for i := 0; i < 3; i++ {
+		bt := idemBatch(t, 7, 0, int32(4*i), 4, 1000)
+		sent = append(sent, bt)
+		mustAppend(t, pa, append([]byte(nil), bt...))
+	}
+	lb.take(t, "t", 0, 2)
+	if err := b.Acquire(ctx, "t", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := b.Partition("t", 0)
+	r, err := pb.Append(ctx, append([]byte(nil), sent[2]...), -1)
+	if err != nil || r.BaseOffset != 8 {
+		t.Fatalf("retry on the new leader: offset %d err %v, want the original 8", r.BaseOffset, err)
+	}
+	if hw := pb.HighWatermark(); hw != 12 {
+		t.Fatalf("high watermark %d after a duplicate, want 12", hw)
+	}
+}

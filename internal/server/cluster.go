@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/cluster"
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/meta/etcd"
+	"github.com/sluice-mq/sluice/internal/objstore"
+	"github.com/sluice-mq/sluice/internal/objstore/s3"
+	"github.com/sluice-mq/sluice/internal/txn"
+)
+
+// openClusterBackends opens etcd and the S3 store for cluster mode.
+func openClusterBackends(ctx context.Context, cfg config.Config) (meta.Store, objstore.Storage, error) {
+	md, err := etcd.New(ctx, etcd.Config{
+		Endpoints:   cfg.Etcd.Endpoints,
+		Prefix:      cfg.Etcd.Prefix,
+		DialTimeout: cfg.Etcd.DialTimeout,
+		Username:    cfg.Etcd.Username,
+		Password:    cfg.Etcd.Password,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening etcd: %w", err)
+	}
+	st, err := openS3(ctx, cfg)
+	if err != nil {
+		md.Close()
+		return nil, nil, err
+	}
+	return md, st, nil
+}
+
+func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
+	c := cfg.S3
+	st, err := s3.New(ctx, s3.Config{
+		Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
+		AccessKey: c.AccessKey, SecretKey: c.SecretKey, SessionToken: c.SessionToken,
+		UseTLS: c.UseTLS, Addressing: s3.Addressing(c.Addressing), CreateBucket: c.CreateBucket,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening S3 object store: %w", err)
+	}
+	return st, nil
+}
+
+// clusterGlue connects the cluster node to the log engine and the
+// coordinators. The node is created after the engine (which needs Fence
+// from it), so the engine's hooks go through an atomic pointer.
+type clusterGlue struct {
+	node   atomic.Pointer[cluster.Node]
+	engine *log.Engine
+	groups *group.Coordinator
+	txns   *txn.Coordinator
+	logger *slog.Logger
+	self   broker.Node
+
+	mu sync.Mutex // serializes SetPartitions
+}
+
+func (g *clusterGlue) sharedConfig() *log.SharedConfig {
+	return &log.SharedConfig{
+		Fence: func(topic string, partition int32) ([]meta.Compare, int32, bool) {
+			n := g.node.Load()
+			if n == nil {
+				return nil, 0, false
+			}
+			return n.FenceCompares(cluster.TopicPartition{Topic: topic, Partition: partition})
+		},
+		OnFenced: func(topic string, partition int32) {
+			if n := g.node.Load(); n != nil {
+				n.Relinquish(cluster.TopicPartition{Topic: topic, Partition: partition})
+			}
+		},
+		OnTopicsChanged: g.pushPartitions,
+	}
+}
+
+// pushPartitions tells the node the current partition set.
+func (g *clusterGlue) pushPartitions() {
+	n := g.node.Load()
+	if n == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var tps []cluster.TopicPartition
+	for _, t := range g.engine.Topics() {
+		for p := int32(0); p < t.Partitions; p++ {
+			tps = append(tps, cluster.TopicPartition{Topic: t.Name, Partition: p})
+		}
+	}
+	n.SetPartitions(tps)
+}
+
+// Acquire implements cluster.Handler: load the partition, then the
+// coordinator state kept in it.
+func (g *clusterGlue) Acquire(ctx context.Context, tp cluster.TopicPartition, epoch int32) error {
+	if err := g.engine.Acquire(ctx, tp.Topic, tp.Partition, epoch); err != nil {
+		return err
+	}
+	switch tp.Topic {
+	case group.Topic:
+		return g.groups.OwnPartition(ctx, tp.Partition, epoch)
+	case txn.Topic:
+		return g.txns.OwnPartition(ctx, tp.Partition, epoch)
+	}
+	return nil
+}
+
+// Release implements cluster.Handler.
+func (g *clusterGlue) Release(tp cluster.TopicPartition, fenced bool) {
+	switch tp.Topic {
+	case group.Topic:
+		g.groups.DisownPartition(tp.Partition)
+	case txn.Topic:
+		g.txns.DisownPartition(tp.Partition)
+	}
+	g.engine.Release(tp.Topic, tp.Partition, fenced)
+}
+
+// Topology adapts the node to broker.Topology.
+type topology struct{ g *clusterGlue }
+
+func (t topology) Nodes() []broker.Node {
+	n := t.g.node.Load()
+	if n == nil {
+		return []broker.Node{t.g.self}
+	}
+	bs := n.Brokers()
+	out := make([]broker.Node, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, broker.Node{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (t topology) Leader(topic string, partition int32) (int32, int32, bool) {
+	n := t.g.node.Load()
+	if n == nil {
+		return -1, -1, false
+	}
+	l, ok := n.Leader(cluster.TopicPartition{Topic: topic, Partition: partition})
+	if !ok {
+		return -1, -1, false
+	}
+	return l.Broker, l.Epoch, true
+}
+
+func (t topology) ControllerID() int32 {
+	if n := t.g.node.Load(); n != nil {
+		return n.ControllerID()
+	}
+	return -1
+}
+
+// topologyFor is nil (single node) without glue.
+func topologyFor(g *clusterGlue) broker.Topology {
+	if g == nil {
+		return nil
+	}
+	return topology{g}
+}
