@@ -146,6 +146,9 @@ func (c *Config) fill() {
 		if sc.SnapshotInterval <= 0 {
 			sc.SnapshotInterval = 10 * time.Second
 		}
+		if sc.OrphanGrace <= 0 {
+			sc.OrphanGrace = time.Hour
+		}
 		c.Shared = &sc
 	}
 }

@@ -25,6 +25,11 @@ func (e *Engine) cleanLoop() {
 			return
 		}
 		e.cleanOnce(e.ctx)
+		if e.shared() {
+			if err := e.collectShared(e.ctx); err != nil {
+				e.log.Warn("cluster garbage collection failed; next pass retries", "err", err)
+			}
+		}
 	}
 }
 

@@ -57,6 +57,13 @@ type SharedConfig struct {
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
+	// IsController reports whether this broker runs cluster-wide garbage
+	// collection (sharedgc.go). nil: never.
+	IsController func() bool
+	// OrphanGrace is how old an unregistered object must be before the
+	// controller deletes it; a flush gives up registering after half of it
+	// (default 1 h).
+	OrphanGrace time.Duration
 }
 
 const keyEpochs = "log/epochs/"
@@ -311,6 +318,13 @@ func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partitio
 			xs = append(xs, &extent{Extent: x, obj: o})
 		}
 	}
+	return liveExtents(xs), nil
+}
+
+// liveExtents drops the extents of one partition that a newer object
+// (higher gen) covers wholly, and sorts the rest by offset: an extent
+// superseded by compaction or a merge is dead.
+func liveExtents(xs []*extent) []*extent {
 	sort.Slice(xs, func(i, j int) bool { return xs[i].obj.gen > xs[j].obj.gen })
 	var keep []*extent
 	for _, x := range xs {
@@ -326,7 +340,7 @@ func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partitio
 		}
 	}
 	sortExtents(keep)
-	return keep, nil
+	return keep
 }
 
 // sharedObject returns the in-memory object for key, adding it if new. In
@@ -450,6 +464,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 	}
 	body, exts := b.Finish()
 
+	deadline := time.Now().Add(e.cfg.Shared.OrphanGrace / 2)
 	var key string
 	var gen uint64
 	e.retry("allocate object key", func() (err error) {
@@ -463,6 +478,13 @@ func (e *Engine) flushObject(runs []*flushRun) {
 	rec := objectRecord{Gen: gen, Size: int64(len(body)), Extents: exts}
 	var conflict bool
 	e.retry("register "+key, func() error {
+		if time.Now().After(deadline) {
+			// The controller may treat the object as an orphan soon:
+			// registering it now could resurrect a deleted object.
+			e.log.Error("flush not registered in time; giving its partitions up", "object", key)
+			conflict = true
+			return nil
+		}
 		err := e.md.Txn(e.ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec)))
 		if isConflict(err) {
 			conflict = true

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -198,5 +199,81 @@ func TestSharedIdempotenceAcrossFailover(t *testing.T) {
 	}
 	if hw := pb.HighWatermark(); hw != 12 {
 		t.Fatalf("high watermark %d after a duplicate, want 12", hw)
+	}
+}
+
+// TestSharedGarbageCollection: the controller unregisters objects with no
+// live extent (here: below the log start after DeleteRecords), deletes them
+// from storage one pass later, deletes old orphans, and keeps live objects.
+func TestSharedGarbageCollection(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	l := &leases{md: md, held: map[string][2]int64{}}
+	st, err := localfs.New(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig("")
+	cfg.RetentionCheckInterval = time.Hour // the test drives collectShared
+	cfg.Shared = &SharedConfig{Fence: l.fence, IsController: func() bool { return true }, OrphanGrace: 400 * time.Millisecond}
+	e, err := Open(context.Background(), cfg, st, md, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	if _, err := e.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.take(t, "t", 0, 1)
+	if err := e.Acquire(ctx, "t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("t", 0)
+	for i := 0; i < 5; i++ {
+		mustAppend(t, p, mkBatch(t, 0, 1000, 3, nil, fmt.Sprint(i)))
+	}
+	if err := st.Put(ctx, objectPrefix+"orphan", bytes.NewReader([]byte("x")), 1); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (stored, registered int) {
+		infos, err := st.List(ctx, objectPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs, err := md.List(ctx, keyObjects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(infos), len(kvs)
+	}
+	if s, r := count(); s != 6 || r != 5 {
+		t.Fatalf("before GC: %d stored, %d registered; want 6, 5", s, r)
+	}
+	time.Sleep(500 * time.Millisecond) // older than OrphanGrace
+	if err := e.collectShared(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, r := count(); s != 5 || r != 5 {
+		t.Fatalf("after GC of live data: %d stored, %d registered; want the orphan gone only", s, r)
+	}
+	if _, err := p.DeleteRecords(ctx, -1); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, p, mkBatch(t, 0, 1000, 3, nil, "kept"))
+	for i := 0; i < 2; i++ {
+		if err := e.collectShared(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, r := count(); s != 1 || r != 1 {
+		t.Fatalf("after DeleteRecords and two passes: %d stored, %d registered; want the live object only", s, r)
+	}
+	if got := readAll(t, p, 1<<20); len(got) != 3 || string(got[0].value) != "kept-0" {
+		t.Fatalf("reads %d records after GC", len(got))
 	}
 }

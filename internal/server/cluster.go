@@ -82,6 +82,10 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 		},
 		OnTopicsChanged: g.pushPartitions,
+		IsController: func() bool {
+			n := g.node.Load()
+			return n != nil && n.IsController()
+		},
 	}
 }
 
