@@ -137,7 +137,11 @@ func (p *Partition) compact(ctx context.Context) error {
 	}
 	b.EndExtent(exts[len(exts)-1].Last)
 	body, segExts := b.Finish()
-	key, gen, err := e.nextObjectKey(ctx)
+	cmps, err := e.fenceCompares(p)
+	if err != nil {
+		return err
+	}
+	key, gen, err := e.replacementKey(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,13 +150,18 @@ func (p *Partition) compact(ctx context.Context) error {
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	rec := objectRecord{Gen: gen, WALSeq: 0, Size: int64(len(body)), Extents: segExts}
-	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
+	if err := e.md.Txn(ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
 		_ = e.store.Delete(ctx, key)
 		return fmt.Errorf("register compacted object: %w", err)
 	}
-	o := &object{key: key, gen: gen, size: rec.Size}
+	var o *object
+	if e.shared() {
+		o = e.sharedObject(key, &rec)
+	} else {
+		o = &object{key: key, gen: gen, size: rec.Size}
+		e.addObject(o, 1)
+	}
 	nx := &extent{Extent: segExts[0], obj: o}
-	e.addObject(o, 1)
 
 	p.mu.Lock()
 	if p.deleted || nx.Last < p.logStart.Load() {

@@ -272,8 +272,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	go e.rollLoop()
 	go e.cleanLoop()
 	if cfg.Shared != nil {
-		e.bg.Add(1)
+		e.bg.Add(2)
 		go e.watchTopics()
+		go e.rollLoopShared()
 	}
 	return e, nil
 }

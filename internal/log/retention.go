@@ -56,7 +56,7 @@ func (e *Engine) cleanOnce(ctx context.Context) {
 					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
 				}
 			}
-			if cfg.Compact && !e.shared() {
+			if cfg.Compact {
 				if err := p.compact(ctx); err != nil {
 					e.log.Warn("compaction failed", "topic", t.name, "partition", p.id, "err", err)
 				}

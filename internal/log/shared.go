@@ -475,7 +475,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 		return e.store.Put(e.ctx, key, bytes.NewReader(body), int64(len(body)))
 	})
 	e.m.objectBytes.Add(float64(len(body)))
-	rec := objectRecord{Gen: gen, Size: int64(len(body)), Extents: exts}
+	rec := objectRecord{Gen: gen, WALSeq: walSeqFlush, Size: int64(len(body)), Extents: exts}
 	var conflict bool
 	e.retry("register "+key, func() error {
 		if time.Now().After(deadline) {

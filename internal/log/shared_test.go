@@ -277,3 +277,76 @@ func TestSharedGarbageCollection(t *testing.T) {
 		t.Fatalf("reads %d records after GC", len(got))
 	}
 }
+
+// TestSharedMergeAndCompaction: the roll merges a partition's flush objects
+// into one packed object; GC then deletes the flush objects; a new leader
+// loads the merged state. A compacted topic is compacted in cluster mode.
+func TestSharedMergeAndCompaction(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	a := openShared(t, dir, md, la)
+	a.cfg.Shared.IsController = func() bool { return true }
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateTopic(ctx, "c", 1, map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}); err != nil {
+		t.Fatal(err)
+	}
+	la.take(t, "t", 0, 1)
+	la.take(t, "c", 0, 1)
+	for _, name := range []string{"t", "c"} {
+		if err := a.Acquire(ctx, name, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := a.Partition("t", 0)
+	pc, _ := a.Partition("c", 0)
+	for i := 0; i < 10; i++ {
+		mustAppend(t, p, mkBatch(t, 0, 1000, 3, nil, fmt.Sprint(i)))
+		mustAppend(t, pc, mkBatch(t, 0, 1000, 2, func(int) string { return "k" }, fmt.Sprint(i)))
+	}
+	if err := a.mergeShared(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.RLock()
+	n := len(p.extents)
+	p.mu.RUnlock()
+	if n != 1 {
+		t.Fatalf("%d extents after the merge, want 1", n)
+	}
+	if err := pc.compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, pc, 1<<20); len(got) != 1 || string(got[0].value) != "9-1" {
+		t.Fatalf("compacted topic reads %d records: %+v", len(got), got)
+	}
+	for i := 0; i < 2; i++ {
+		if err := a.collectShared(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, err := a.store.List(ctx, objectPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 { // the merged object and the compacted one
+		t.Fatalf("%d objects stored after merge, compaction and GC, want 2", len(infos))
+	}
+
+	b := openShared(t, dir, md, lb)
+	lb.take(t, "t", 0, 2)
+	if err := b.Acquire(ctx, "t", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := b.Partition("t", 0)
+	got := readAll(t, pb, 1<<20)
+	if len(got) != 30 || string(got[29].value) != "9-2" {
+		t.Fatalf("new leader reads %d records after the merge", len(got))
+	}
+}

@@ -31,8 +31,6 @@ func (e *Engine) collectShared(ctx context.Context) error {
 	if sc.IsController == nil || !sc.IsController() {
 		return nil
 	}
-	e.collectGarbage(ctx) // deletes what the previous pass unregistered
-
 	// Storage first: an object registered after this listing is then
 	// either in the meta listing below or too young to be an orphan.
 	infos, err := e.store.List(ctx, objectPrefix)
@@ -109,6 +107,9 @@ func (e *Engine) collectShared(ctx context.Context) error {
 		e.unlinked = append(e.unlinked, dead...)
 		e.objMu.Unlock()
 	}
+	// Deletes from storage what the previous pass unregistered, then
+	// unregisters these.
+	e.collectGarbage(ctx)
 
 	cutoff := time.Now().Add(-sc.OrphanGrace)
 	for _, oi := range infos {
