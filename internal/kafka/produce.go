@@ -64,6 +64,9 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sp.ErrorMessage = internalTopicMessage(rt.Topic)
 			case err != nil:
 				sp.ErrorCode = errorCode(err)
+			case !p.Led():
+				// Leadership is checked before the records, as Kafka does.
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case len(rp.Records) == 0:
 				sp.ErrorCode = kerr.CorruptMessage.Code
 			case req.TransactionID != nil && len(rp.Records) < 61:

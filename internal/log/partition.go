@@ -79,6 +79,10 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	if e.closed.Load() {
 		return AppendResult{}, ErrClosed
 	}
+	if e.shared() && !p.Led() {
+		// As Kafka: leadership is checked before the records are.
+		return AppendResult{}, fmt.Errorf("%w: %s-%d", ErrNotLeader, p.t.name, p.id)
+	}
 	cfg := p.t.cfg.Load()
 	now := e.nowMs()
 	sum, err := batch.Validate(records, batch.Limits{
