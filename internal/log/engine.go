@@ -285,9 +285,24 @@ func (e *Engine) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	var err error
+	if e.shared() {
+		// Let pending flushes land while storage answers; give up (and
+		// fail them) after a bound so a dead store cannot hang shutdown.
+		done := make(chan error, 1)
+		go func() { done <- e.wal.Close() }()
+		select {
+		case err = <-done:
+		case <-time.After(15 * time.Second):
+			e.cancel()
+			err = <-done
+		}
+	}
 	e.cancel()
 	e.bg.Wait()
-	err := e.wal.Close()
+	if !e.shared() {
+		err = e.wal.Close()
+	}
 	e.mu.RLock()
 	for _, t := range e.topics {
 		for _, p := range t.partitions() {

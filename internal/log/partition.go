@@ -122,7 +122,7 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 		if dup != nil {
 			d := *dup
 			p.mu.Unlock()
-			return p.duplicate(ctx, d, acks, cfg.LogAppendTime)
+			return p.duplicate(ctx, d, acks, cfg.LogAppendTime, loadSeq)
 		}
 	}
 	base := p.next

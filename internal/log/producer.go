@@ -218,12 +218,29 @@ func (ps producers) clone() producers {
 
 // duplicate answers an append that repeats one of the producer's recent
 // batches: the original offsets, once the original is durable (acks -1).
-func (p *Partition) duplicate(ctx context.Context, d producerBatch, acks int16, logAppendTime bool) (AppendResult, error) {
+//
+// loadSeq is the partition's load sequence when the duplicate was found. If
+// leadership changes before the original is durable (cluster mode), the
+// original may have been dropped and the high watermark now belongs to a
+// rebuilt log: the retry is then refused (NOT_LEADER_OR_FOLLOWER), so the
+// client sends it again to the current leader instead of taking an offset
+// that holds other data.
+func (p *Partition) duplicate(ctx context.Context, d producerBatch, acks int16, logAppendTime bool, loadSeq uint64) (AppendResult, error) {
 	p.e.m.duplicates.Inc()
 	if acks == -1 {
 		for {
 			ch := p.Wait()
-			if p.hw.Load() > d.last {
+			// Both under mu: Acquire resets the high watermark and moves
+			// loadSeq together.
+			p.mu.RLock()
+			moved := p.loadSeq != loadSeq
+			durable := p.hw.Load() > d.last
+			p.mu.RUnlock()
+			if moved {
+				return AppendResult{}, fmt.Errorf("%w: %s-%d: leadership changed before the original batch was registered",
+					ErrNotLeader, p.t.name, p.id)
+			}
+			if durable {
 				break
 			}
 			select {

@@ -411,7 +411,11 @@ func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
 	per := e.cfg.Shared.MaxPartitionsPerObject
 	for len(runs) > 0 {
 		n := min(len(runs), per)
-		e.flushObject(runs[:n])
+		if err := e.flushObject(runs[:n]); err != nil {
+			// Engine closing: fail the whole group. Some of it may be
+			// registered; clients retry, idempotent ones without effect.
+			return err
+		}
 		runs = runs[n:]
 	}
 	if time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
@@ -422,7 +426,7 @@ func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
 }
 
 // flushObject builds, stores and registers one object for runs.
-func (e *Engine) flushObject(runs []*flushRun) {
+func (e *Engine) flushObject(runs []*flushRun) error {
 	sort.Slice(runs, func(i, j int) bool {
 		a, b := runs[i].p, runs[j].p
 		if c := bytes.Compare(a.t.id[:], b.t.id[:]); c != 0 {
@@ -448,7 +452,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 	}
 	runs = live
 	if len(runs) == 0 {
-		return
+		return nil
 	}
 	size := 0
 	for _, r := range runs {
@@ -493,7 +497,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 		return err
 	})
 	if e.ctx.Err() != nil {
-		return
+		return fmt.Errorf("%w: flush not registered before the engine closed", ErrClosed)
 	}
 	if conflict {
 		// Some partition's leadership moved on; which one is for the
@@ -504,7 +508,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 		for _, r := range runs {
 			e.fence(r.p)
 		}
-		return
+		return nil
 	}
 	o := e.sharedObject(key, &rec)
 	e.snapMu.Lock()
@@ -519,6 +523,7 @@ func (e *Engine) flushObject(runs []*flushRun) {
 		r.p.markRolled([]*extent{x}, r.last)
 		r.p.advanceHW(r.last + 1)
 	}
+	return nil
 }
 
 // retry runs fn until it succeeds or the engine closes, backing off. Storage

@@ -25,6 +25,9 @@ type leases struct {
 	mu sync.Mutex
 	// held: partition key -> (version of the lease key when taken, epoch)
 	held map[string][2]int64
+	// gate, when set, makes fence wait until it is closed: a flush then
+	// stalls before registering.
+	gate chan struct{}
 }
 
 func (l *leases) key(topic string, p int32) string { return fmt.Sprintf("test/lead/%s/%d", topic, p) }
@@ -47,6 +50,12 @@ func (l *leases) take(t *testing.T, topic string, p int32, epoch int32) {
 }
 
 func (l *leases) fence(topic string, p int32) ([]meta.Compare, int32, bool) {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.held[l.key(topic, p)]
@@ -366,4 +375,73 @@ func FuzzDecodeEpochs(f *testing.F) {
 			t.Fatalf("round trip: %x -> %x", b, got)
 		}
 	})
+}
+
+// TestSharedDuplicateAcrossFence: a retry that arrives while the original
+// batch is still unregistered waits for it; if leadership moves and the
+// original is dropped, the retry is refused instead of being answered with an
+// offset that, in the rebuilt log, holds other data.
+func TestSharedDuplicateAcrossFence(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	a := openShared(t, dir, md, la)
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	la.take(t, "t", 0, 1)
+	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Partition("t", 0)
+
+	gate := make(chan struct{})
+	la.mu.Lock()
+	la.gate = gate
+	la.mu.Unlock()
+	orig := idemBatch(t, 7, 0, 0, 3, 1000)
+	errs := make(chan error, 2)
+	go func() { _, err := p.Append(ctx, append([]byte(nil), orig...), -1); errs <- err }()
+	// The retry must find the original in flight (not yet registered).
+	testEventually(t, func() bool { return a.m.duplicates != nil && p.LogEndOffset() == 3 })
+	go func() { _, err := p.Append(ctx, append([]byte(nil), orig...), -1); errs <- err }()
+	time.Sleep(50 * time.Millisecond) // let the retry start waiting (either order is checked below)
+
+	// Leadership moves away and comes back: the original's registration
+	// is fenced, and the rebuilt log gets other data past its offsets.
+	lb.take(t, "t", 0, 2)
+	la.mu.Lock()
+	la.gate = nil
+	la.mu.Unlock()
+	close(gate)
+	for i := 0; i < 2; i++ {
+		if err := <-errs; !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("append %d of a batch dropped by a fence: %v, want ErrNotLeader", i, err)
+		}
+	}
+	la.take(t, "t", 0, 3)
+	if err := a.Acquire(ctx, "t", 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, p, mkBatch(t, 0, 1000, 10, nil, "other"))
+	r, err := p.Append(ctx, append([]byte(nil), orig...), -1)
+	if err != nil || r.BaseOffset != 10 {
+		t.Fatalf("the producer's retry after the fence: offset %d err %v, want a fresh append at 10", r.BaseOffset, err)
+	}
+}
+
+func testEventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
