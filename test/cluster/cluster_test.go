@@ -28,12 +28,15 @@ const partitions = 6
 // loadLog records what a producer had acknowledged and what consumers saw.
 type loadLog struct {
 	mu    sync.Mutex
-	acked map[int32][]int // per partition: sequence numbers, in ack order
+	// prefix starts every value this producer writes ("p" unless set), so
+	// several producers can share a topic and be checked apart.
+	prefix string
+	acked  map[int32][]int // per partition: sequence numbers, in ack order
 	errs  map[string]int  // produce errors by text (retriable ones are fine)
 }
 
 func newLoadLog() *loadLog {
-	return &loadLog{acked: map[int32][]int{}, errs: map[string]int{}}
+	return &loadLog{prefix: "p", acked: map[int32][]int{}, errs: map[string]int{}}
 }
 
 // produceUntil runs an idempotent acks=all producer that sends record
@@ -70,7 +73,7 @@ func produceUntil(t *testing.T, seeds []string, topic string, stop <-chan struct
 				continue
 			}
 			p, s := p, seq
-			r := &kgo.Record{Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, s))}
+			r := &kgo.Record{Partition: p, Value: []byte(fmt.Sprintf("%s%d-%d", l.prefix, p, s))}
 			cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 				<-sem
 				l.mu.Lock()
@@ -155,17 +158,20 @@ func checkLog(t *testing.T, seeds []string, topic string, l *loadLog) {
 				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, lastOff[r.Partition])
 			}
 			lastOff[r.Partition] = r.Offset
+			if end, _ := ends.Lookup(topic, r.Partition); r.Offset == end.Offset-1 {
+				remaining--
+			}
 			v := string(r.Value)
-			pfx := fmt.Sprintf("p%d-", r.Partition)
+			if !strings.HasPrefix(v, l.prefix) {
+				return // another producer's record
+			}
+			pfx := fmt.Sprintf("%s%d-", l.prefix, r.Partition)
 			s, err := strconv.Atoi(strings.TrimPrefix(v, pfx))
 			if !strings.HasPrefix(v, pfx) || err != nil {
 				t.Errorf("partition %d offset %d: unexpected value %q", r.Partition, r.Offset, v)
 				return
 			}
 			got[r.Partition] = append(got[r.Partition], s)
-			if end, _ := ends.Lookup(topic, r.Partition); r.Offset == end.Offset-1 {
-				remaining--
-			}
 		})
 	}
 	total := 0
@@ -417,4 +423,29 @@ func checkRetriable(t *testing.T, l *loadLog) {
 	for e, n := range l.errs {
 		t.Errorf("producer saw a final error %d times: %s", n, e)
 	}
+}
+
+// TestClusterAllSessionsExpire: etcd is stopped for longer than the lease
+// TTL under load from two producers, so every broker loses its session (and
+// every partition) at the same moment, then takes them back at new epochs.
+// Producer retries then meet rebuilt logs that the other producer keeps
+// extending: every acknowledged record of both must be in the log once, in
+// order.
+func TestClusterAllSessionsExpire(t *testing.T) {
+	ld := startLoad(t, "expire")
+	other := newLoadLog()
+	other.prefix = "q"
+	stop2, done2 := make(chan struct{}), make(chan struct{})
+	seeds := ld.c.Addrs()
+	go func() { defer close(done2); produceUntil(t, seeds, "expire", stop2, other) }()
+	waitProgress(t, other, "second producer running")
+	ld.c.Etcd().Stop()
+	time.Sleep(2 * testcluster.DefaultLeaseTTL)
+	ld.c.Etcd().Start(t)
+	waitProgress(t, ld.l, "produce after every session expired")
+	waitProgress(t, other, "second producer after every session expired")
+	close(stop2)
+	<-done2
+	ld.finish(t)
+	checkLog(t, ld.c.Addrs(), "expire", other)
 }
