@@ -27,12 +27,12 @@ const partitions = 6
 
 // loadLog records what a producer had acknowledged and what consumers saw.
 type loadLog struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// prefix starts every value this producer writes ("p" unless set), so
 	// several producers can share a topic and be checked apart.
 	prefix string
 	acked  map[int32][]int // per partition: sequence numbers, in ack order
-	errs  map[string]int  // produce errors by text (retriable ones are fine)
+	errs   map[string]int  // produce errors by text (retriable ones are fine)
 }
 
 func newLoadLog() *loadLog {
