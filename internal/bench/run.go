@@ -103,7 +103,10 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 		RateMBps:    cfg.RateMBps,
 	}
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	// A short metadata age: right after CreateTopic a cluster answers
+	// LEADER_NOT_AVAILABLE until leaders are elected (milliseconds), and
+	// kgo would otherwise serve that answer from its cache for 5 s.
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("bench: admin client: %w", err)
 	}
