@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -434,7 +435,7 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 		}
 		return a.id < b.id
 	})
-	var cmps []meta.Compare
+	var cmps [][]meta.Compare // per run
 	live := runs[:0:0]
 	for _, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
@@ -447,7 +448,7 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 			}
 			continue
 		}
-		cmps = append(cmps, c...)
+		cmps = append(cmps, c)
 		live = append(live, r)
 	}
 	runs = live
@@ -479,46 +480,85 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 		return e.store.Put(e.ctx, key, bytes.NewReader(body), int64(len(body)))
 	})
 	e.m.objectBytes.Add(float64(len(body)))
-	rec := objectRecord{Gen: gen, WALSeq: walSeqFlush, Size: int64(len(body)), Extents: exts}
-	var conflict bool
-	e.retry("register "+key, func() error {
-		if time.Now().After(deadline) {
-			// The controller may treat the object as an orphan soon:
-			// registering it now could resurrect a deleted object.
-			e.log.Error("flush not registered in time; giving its partitions up", "object", key)
-			conflict = true
-			return nil
-		}
-		err := e.md.Txn(e.ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec)))
-		if isConflict(err) {
-			conflict = true
-			return nil
-		}
-		return err
-	})
-	if e.ctx.Err() != nil {
-		return fmt.Errorf("%w: flush not registered before the engine closed", ErrClosed)
+
+	// Register the runs whose leadership still holds. A compare that
+	// fails drops the runs whose leadership this broker now knows is
+	// gone, and the rest are registered without them: their bytes stay
+	// in the object as dead data.
+	keep := make([]bool, len(runs))
+	for j := range keep {
+		keep[j] = true
 	}
-	if conflict {
-		// Some partition's leadership moved on; which one is for the
-		// cluster layer to sort out. Release them all: the ones still
-		// ours are acquired again at a new epoch, rebuilt from what is
-		// registered. The object stays unregistered (garbage).
-		e.log.Warn("flush registration fenced; releasing its partitions", "object", key, "partitions", len(runs))
-		for _, r := range runs {
-			e.fence(r.p)
+	var rec objectRecord
+	var kept []int
+	for {
+		var all []meta.Compare
+		rec = objectRecord{Gen: gen, WALSeq: walSeqFlush, Size: int64(len(body))}
+		kept = kept[:0]
+		for j := range runs {
+			if keep[j] {
+				all = append(all, cmps[j]...)
+				rec.Extents = append(rec.Extents, exts[j])
+				kept = append(kept, j)
+			}
 		}
-		return nil
+		if len(kept) == 0 {
+			return nil // all fenced; the object is garbage
+		}
+		var conflict, expired bool
+		e.retry("register "+key, func() error {
+			if time.Now().After(deadline) {
+				expired = true
+				return nil
+			}
+			err := e.md.Txn(e.ctx, all, meta.Put(keyObjects+key, encodeObject(&rec)))
+			if isConflict(err) {
+				conflict = true
+				return nil
+			}
+			return err
+		})
+		if e.ctx.Err() != nil {
+			return fmt.Errorf("%w: flush not registered before the engine closed", ErrClosed)
+		}
+		if !conflict && !expired {
+			break
+		}
+		dropped := false
+		if conflict {
+			for _, j := range kept {
+				c, ep, ok := e.cfg.Shared.Fence(runs[j].p.t.name, runs[j].p.id)
+				if !ok || ep != runs[j].epoch || !slices.Equal(c, cmps[j]) {
+					keep[j] = false
+					dropped = true
+					e.fence(runs[j].p)
+				}
+			}
+		}
+		if !dropped {
+			// Out of time (the controller may soon take the object for
+			// an orphan), or a compare failed that this broker's view of
+			// the cluster does not explain yet: give every partition up.
+			// Those still ours are acquired again at a new epoch, rebuilt
+			// from what is registered.
+			e.log.Warn("flush not registered; releasing its partitions", "object", key,
+				"partitions", len(kept), "timed_out", expired)
+			for _, j := range kept {
+				e.fence(runs[j].p)
+			}
+			return nil
+		}
 	}
 	o := e.sharedObject(key, &rec)
 	e.snapMu.Lock()
-	for _, r := range runs {
-		for _, bt := range r.batches {
-			e.foldRolled(r.p, bt)
+	for _, j := range kept {
+		for _, bt := range runs[j].batches {
+			e.foldRolled(runs[j].p, bt)
 		}
 	}
 	e.snapMu.Unlock()
-	for j, r := range runs {
+	for _, j := range kept {
+		r := runs[j]
 		x := &extent{Extent: exts[j], obj: o}
 		r.p.markRolled([]*extent{x}, r.last)
 		r.p.advanceHW(r.last + 1)

@@ -28,6 +28,8 @@ type leases struct {
 	// gate, when set, makes fence wait until it is closed: a flush then
 	// stalls before registering.
 	gate chan struct{}
+	// after, when set, runs after every fence call with its partition.
+	after func(topic string, p int32)
 }
 
 func (l *leases) key(topic string, p int32) string { return fmt.Sprintf("test/lead/%s/%d", topic, p) }
@@ -57,8 +59,12 @@ func (l *leases) fence(topic string, p int32) ([]meta.Compare, int32, bool) {
 		<-gate
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	h, ok := l.held[l.key(topic, p)]
+	after := l.after
+	l.mu.Unlock()
+	if after != nil {
+		defer after(topic, p)
+	}
 	if !ok {
 		return nil, 0, false
 	}
@@ -443,5 +449,82 @@ func testEventually(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSharedPartialFence: a flush object holds two partitions and one of them
+// loses its leadership between the build and the registration: the other is
+// registered and stays led; only the lost one is released.
+func TestSharedPartialFence(t *testing.T) {
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	a := openShared(t, dir, md, la)
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]*Partition, 3)
+	for i := int32(0); i < 3; i++ {
+		la.take(t, "t", i, 1)
+		if err := a.Acquire(ctx, "t", i, 1); err != nil {
+			t.Fatal(err)
+		}
+		ps[i], _ = a.Partition("t", i)
+	}
+	// Hold the writer inside partition 2's flush so that the appends to
+	// partitions 0 and 1 share the next group.
+	gate := make(chan struct{})
+	la.mu.Lock()
+	la.gate = gate
+	la.mu.Unlock()
+	errs := make([]chan error, 3)
+	for i := range errs {
+		errs[i] = make(chan error, 1)
+	}
+	appendAsync := func(i int) {
+		go func() { _, err := ps[i].Append(ctx, mkBatch(t, 0, 1000, 2, nil, fmt.Sprint(i)), -1); errs[i] <- err }()
+	}
+	appendAsync(2)
+	testEventually(t, func() bool { return ps[2].LogEndOffset() == 2 })
+	time.Sleep(20 * time.Millisecond) // the writer is now blocked in partition 2's fence
+	appendAsync(0)
+	appendAsync(1)
+	testEventually(t, func() bool { return ps[0].LogEndOffset() == 2 && ps[1].LogEndOffset() == 2 })
+	// Partition 1 is taken by another broker right after its fence was
+	// read for the build, before the registration.
+	stolen := false
+	la.mu.Lock()
+	la.gate = nil
+	la.after = func(topic string, p int32) {
+		if p != 1 || stolen {
+			return
+		}
+		stolen = true
+		lb.take(t, "t", 1, 2)
+		la.mu.Lock()
+		delete(la.held, la.key("t", 1))
+		la.mu.Unlock()
+	}
+	la.mu.Unlock()
+	close(gate)
+	if err := <-errs[2]; err != nil {
+		t.Fatalf("partition 2: %v", err)
+	}
+	if err := <-errs[0]; err != nil {
+		t.Fatalf("partition 0, still led, shared a flush with a fenced partition: %v", err)
+	}
+	if err := <-errs[1]; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("partition 1, fenced: %v, want ErrNotLeader", err)
+	}
+	if !ps[0].Led() || ps[1].Led() {
+		t.Fatalf("led after the partial fence: p0 %v p1 %v; want true, false", ps[0].Led(), ps[1].Led())
+	}
+	if got := readAll(t, ps[0], 1<<20); len(got) != 2 {
+		t.Fatalf("partition 0 reads %d records, want 2", len(got))
 	}
 }
