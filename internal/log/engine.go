@@ -199,7 +199,9 @@ type Engine struct {
 
 	// cluster mode (shared.go)
 	snapMu       sync.Mutex // guards prodDirty and rolled producer state in shared mode
-	lastSnapshot time.Time  // flush goroutine only
+	lastSnapshot time.Time  // registration goroutine only
+	regCh        chan regJob
+	regDone      chan struct{}
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,
@@ -253,8 +255,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		Logger: logger,
 	}
 	if cfg.Shared != nil {
-		wo.Sink = e.flushShared
-		wo.OnDurable = nil // flushShared advances each registered partition itself
+		wo.SinkAsync = e.flushSharedAsync
+		wo.OnDurable = nil // registerObject advances each registered partition itself
+		e.regCh, e.regDone = make(chan regJob, 4), make(chan struct{})
+		go e.registerLoop()
 	}
 	e.wal, err = wal.Open(wo)
 	if err != nil {
@@ -297,6 +301,8 @@ func (e *Engine) Close() error {
 			e.cancel()
 			err = <-done
 		}
+		close(e.regCh)
+		<-e.regDone
 	}
 	e.cancel()
 	e.bg.Wait()

@@ -362,17 +362,38 @@ func (e *Engine) sharedObject(key string, rec *objectRecord) *object {
 type flushRun struct {
 	p       *Partition
 	epoch   int32
+	loadSeq uint64
 	batches [][]byte
 	bytes   int
 	last    int64
 }
 
-// flushShared is the WAL sink in shared mode: it turns one group commit into
-// objects, PUTs them and registers them under the leadership compares. It
-// retries storage and meta outages until the engine closes; only a lost
-// leadership fails a partition's part of the group (Append sees that
+// flushSharedAsync is the WAL sink in shared mode. In the writer goroutine
+// it turns one group commit into objects and PUTs them (retrying storage
+// outages until the engine closes); the registration goroutine then
+// registers them in order under the leadership compares and settles the
+// group, while the writer already builds and stores the next one. Only a
+// lost leadership fails a partition's part of a group (Append sees that
 // through loadSeq and answers NOT_LEADER_OR_FOLLOWER).
-func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
+func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error)) {
+	runs := e.flushRuns(bufs)
+	var objs []*pendingObject
+	var err error
+	per := e.cfg.Shared.MaxPartitionsPerObject
+	for len(runs) > 0 && err == nil {
+		n := min(len(runs), per)
+		var o *pendingObject
+		if o, err = e.storeObject(runs[:n]); o != nil {
+			objs = append(objs, o)
+		}
+		runs = runs[n:]
+	}
+	e.regCh <- regJob{objs: objs, err: err, settle: settle}
+}
+
+// flushRuns splits a group's entries into per-partition runs, leaving out
+// partitions released or re-acquired since the append.
+func (e *Engine) flushRuns(bufs [][]byte) []*flushRun {
 	var runs []*flushRun
 	byP := map[*Partition]*flushRun{}
 	for _, buf := range bufs {
@@ -392,8 +413,9 @@ func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
 			if r == nil {
 				p.mu.RLock()
 				ok := p.led && batch.LeaderEpoch(ent.Batch) == p.epoch
+				seq := p.loadSeq
 				p.mu.RUnlock()
-				r = &flushRun{p: p, epoch: batch.LeaderEpoch(ent.Batch)}
+				r = &flushRun{p: p, epoch: batch.LeaderEpoch(ent.Batch), loadSeq: seq}
 				byP[p] = r
 				if !ok {
 					r.p = nil // fenced or released since the append
@@ -409,25 +431,52 @@ func (e *Engine) flushShared(bufs [][]byte, _ []wal.Item) error {
 			r.last = batch.LastOffset(ent.Batch)
 		}
 	}
-	per := e.cfg.Shared.MaxPartitionsPerObject
-	for len(runs) > 0 {
-		n := min(len(runs), per)
-		if err := e.flushObject(runs[:n]); err != nil {
-			// Engine closing: fail the whole group. Some of it may be
-			// registered; clients retry, idempotent ones without effect.
-			return err
-		}
-		runs = runs[n:]
-	}
-	if time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
-		e.lastSnapshot = time.Now()
-		e.snapshotDirty()
-	}
-	return nil
+	return runs
 }
 
-// flushObject builds, stores and registers one object for runs.
-func (e *Engine) flushObject(runs []*flushRun) error {
+// pendingObject is a flush object stored but not yet registered.
+type pendingObject struct {
+	runs     []*flushRun
+	cmps     [][]meta.Compare // per run
+	exts     []segment.Extent // per run
+	key      string
+	gen      uint64
+	size     int64
+	deadline time.Time // register by then or give up (orphan grace)
+}
+
+// regJob is one group for the registration goroutine.
+type regJob struct {
+	objs   []*pendingObject
+	err    error // storing failed: the engine is closing
+	settle func(error)
+}
+
+// registerLoop registers stored flush objects in order and settles their
+// groups. It ends when regCh is closed (engine Close, after the WAL).
+func (e *Engine) registerLoop() {
+	defer close(e.regDone)
+	for job := range e.regCh {
+		err := job.err
+		for _, o := range job.objs {
+			if err != nil {
+				break
+			}
+			err = e.registerObject(o)
+		}
+		if err == nil && time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
+			e.lastSnapshot = time.Now()
+			e.snapshotDirty()
+		}
+		// Closing: fail the whole group. Some of it may be registered;
+		// clients retry, idempotent ones without effect.
+		job.settle(err)
+	}
+}
+
+// storeObject builds and PUTs one object for runs whose leadership holds.
+// It returns nil (and no error) when none does.
+func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, error) {
 	sort.Slice(runs, func(i, j int) bool {
 		a, b := runs[i].p, runs[j].p
 		if c := bytes.Compare(a.t.id[:], b.t.id[:]); c != 0 {
@@ -435,8 +484,7 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 		}
 		return a.id < b.id
 	})
-	var cmps [][]meta.Compare // per run
-	live := runs[:0:0]
+	o := &pendingObject{deadline: time.Now().Add(e.cfg.Shared.OrphanGrace / 2)}
 	for _, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
 		if !ok || ep != r.epoch {
@@ -448,19 +496,18 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 			}
 			continue
 		}
-		cmps = append(cmps, c)
-		live = append(live, r)
+		o.cmps = append(o.cmps, c)
+		o.runs = append(o.runs, r)
 	}
-	runs = live
-	if len(runs) == 0 {
-		return nil
+	if len(o.runs) == 0 {
+		return nil, nil
 	}
 	size := 0
-	for _, r := range runs {
+	for _, r := range o.runs {
 		size += r.bytes
 	}
-	b := segment.NewBuilderSize(0, size, len(runs))
-	for _, r := range runs {
+	b := segment.NewBuilderSize(0, size, len(o.runs))
+	for _, r := range o.runs {
 		b.StartExtent(r.p.t.id, r.p.id, batch.BaseOffset(r.batches[0]))
 		for _, bt := range r.batches {
 			b.AddBatch(bt)
@@ -468,37 +515,48 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 		b.EndExtent(r.last)
 	}
 	body, exts := b.Finish()
-
-	deadline := time.Now().Add(e.cfg.Shared.OrphanGrace / 2)
-	var key string
-	var gen uint64
-	e.retry("allocate object key", func() (err error) {
-		key, gen, err = e.nextObjectKey(e.ctx)
-		return err
+	o.exts, o.size = exts, int64(len(body))
+	var keyErr, putErr error
+	e.retry("allocate object key", func() error {
+		o.key, o.gen, keyErr = e.nextObjectKey(e.ctx)
+		return keyErr
 	})
-	e.retry("put "+key, func() error {
-		return e.store.Put(e.ctx, key, bytes.NewReader(body), int64(len(body)))
-	})
+	if keyErr == nil {
+		e.retry("put "+o.key, func() error {
+			putErr = e.store.Put(e.ctx, o.key, bytes.NewReader(body), int64(len(body)))
+			return putErr
+		})
+	}
+	if keyErr != nil || putErr != nil {
+		return nil, fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
+	}
 	e.m.objectBytes.Add(float64(len(body)))
+	return o, nil
+}
 
-	// Register the runs whose leadership still holds. A compare that
-	// fails drops the runs whose leadership this broker now knows is
-	// gone, and the rest are registered without them: their bytes stay
-	// in the object as dead data.
-	keep := make([]bool, len(runs))
-	for j := range keep {
-		keep[j] = true
+// registerObject registers o for the runs whose leadership still holds. A
+// compare that fails drops the runs whose leadership this broker now knows
+// is gone, and the rest are registered without them (their bytes stay in
+// the object as dead data). Runs whose partition was released or acquired
+// again since the object was built are left out: a later group must never
+// be registered past an earlier one that was dropped.
+func (e *Engine) registerObject(o *pendingObject) error {
+	keep := make([]bool, len(o.runs))
+	for j, r := range o.runs {
+		r.p.mu.RLock()
+		keep[j] = r.p.loadSeq == r.loadSeq
+		r.p.mu.RUnlock()
 	}
 	var rec objectRecord
 	var kept []int
 	for {
 		var all []meta.Compare
-		rec = objectRecord{Gen: gen, WALSeq: walSeqFlush, Size: int64(len(body))}
+		rec = objectRecord{Gen: o.gen, WALSeq: walSeqFlush, Size: o.size}
 		kept = kept[:0]
-		for j := range runs {
+		for j := range o.runs {
 			if keep[j] {
-				all = append(all, cmps[j]...)
-				rec.Extents = append(rec.Extents, exts[j])
+				all = append(all, o.cmps[j]...)
+				rec.Extents = append(rec.Extents, o.exts[j])
 				kept = append(kept, j)
 			}
 		}
@@ -506,12 +564,12 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 			return nil // all fenced; the object is garbage
 		}
 		var conflict, expired bool
-		e.retry("register "+key, func() error {
-			if time.Now().After(deadline) {
+		e.retry("register "+o.key, func() error {
+			if time.Now().After(o.deadline) {
 				expired = true
 				return nil
 			}
-			err := e.md.Txn(e.ctx, all, meta.Put(keyObjects+key, encodeObject(&rec)))
+			err := e.md.Txn(e.ctx, all, meta.Put(keyObjects+o.key, encodeObject(&rec)))
 			if isConflict(err) {
 				conflict = true
 				return nil
@@ -527,11 +585,12 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 		dropped := false
 		if conflict {
 			for _, j := range kept {
-				c, ep, ok := e.cfg.Shared.Fence(runs[j].p.t.name, runs[j].p.id)
-				if !ok || ep != runs[j].epoch || !slices.Equal(c, cmps[j]) {
+				r := o.runs[j]
+				c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
+				if !ok || ep != r.epoch || !slices.Equal(c, o.cmps[j]) {
 					keep[j] = false
 					dropped = true
-					e.fence(runs[j].p)
+					e.fence(r.p)
 				}
 			}
 		}
@@ -541,25 +600,25 @@ func (e *Engine) flushObject(runs []*flushRun) error {
 			// the cluster does not explain yet: give every partition up.
 			// Those still ours are acquired again at a new epoch, rebuilt
 			// from what is registered.
-			e.log.Warn("flush not registered; releasing its partitions", "object", key,
+			e.log.Warn("flush not registered; releasing its partitions", "object", o.key,
 				"partitions", len(kept), "timed_out", expired)
 			for _, j := range kept {
-				e.fence(runs[j].p)
+				e.fence(o.runs[j].p)
 			}
 			return nil
 		}
 	}
-	o := e.sharedObject(key, &rec)
+	obj := e.sharedObject(o.key, &rec)
 	e.snapMu.Lock()
 	for _, j := range kept {
-		for _, bt := range runs[j].batches {
-			e.foldRolled(runs[j].p, bt)
+		for _, bt := range o.runs[j].batches {
+			e.foldRolled(o.runs[j].p, bt)
 		}
 	}
 	e.snapMu.Unlock()
 	for _, j := range kept {
-		r := runs[j]
-		x := &extent{Extent: exts[j], obj: o}
+		r := o.runs[j]
+		x := &extent{Extent: o.exts[j], obj: obj}
 		r.p.markRolled([]*extent{x}, r.last)
 		r.p.advanceHW(r.last + 1)
 	}

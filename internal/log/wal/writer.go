@@ -56,6 +56,12 @@ type Options struct {
 	// the group is handed over (acks=1 is then answered from memory). An
 	// error fails that group only; the writer carries on.
 	Sink func(bufs [][]byte, items []Item) error
+	// SinkAsync is Sink for a sink that pipelines: it may return before the
+	// group is durable and calls settle (once, from any goroutine, groups
+	// in order) when it is; meanwhile the writer hands it the next groups,
+	// up to SinkInFlight (default 2) unsettled at a time.
+	SinkAsync    func(bufs [][]byte, items []Item, settle func(error))
+	SinkInFlight int
 }
 
 // Item is one reservation of a group: its owner and the offset it ends at.
@@ -130,6 +136,10 @@ type Writer struct {
 	syncStop bool
 	syncDone chan struct{}
 
+	// SinkAsync pipelining
+	sinkSem chan struct{}
+	sinkWG  sync.WaitGroup
+
 	// writer goroutine only
 	f          *os.File
 	seq        uint64
@@ -157,7 +167,10 @@ func Open(o Options) (*Writer, error) {
 	if o.OnRoll == nil {
 		o.OnRoll = func(uint64) {}
 	}
-	if o.Sink == nil {
+	if o.SinkAsync != nil && o.SinkInFlight <= 0 {
+		o.SinkInFlight = 2
+	}
+	if o.Sink == nil && o.SinkAsync == nil {
 		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 			return nil, err
 		}
@@ -165,6 +178,7 @@ func Open(o Options) (*Writer, error) {
 	w := &Writer{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
 	w.syncCond = sync.NewCond(&w.syncMu)
+	w.sinkSem = make(chan struct{}, max(o.SinkInFlight, 1))
 	go w.run()
 	if o.Mode == SyncEvery {
 		go w.syncLoop()
@@ -262,6 +276,7 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
+	w.sinkWG.Wait() // every group handed to SinkAsync is settled
 	w.stopSyncer()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -347,6 +362,10 @@ func (w *Writer) flushOnce() {
 		close(g.durable)
 		return
 	}
+	if w.o.SinkAsync != nil {
+		w.sinkGroupAsync(g)
+		return
+	}
 	if w.o.Sink != nil {
 		w.sinkGroup(g)
 		return
@@ -405,6 +424,30 @@ func (w *Writer) sinkGroup(g *Group) {
 		}
 	}
 	close(g.durable)
+}
+
+// sinkGroupAsync hands g to Options.SinkAsync, waiting first while
+// SinkInFlight groups are unsettled.
+func (w *Writer) sinkGroupAsync(g *Group) {
+	w.sinkSem <- struct{}{}
+	w.sinkWG.Add(1)
+	close(g.written)
+	start := time.Now()
+	w.o.SinkAsync(g.bufs, g.items, func(err error) {
+		if w.o.OnWrite != nil {
+			w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
+		}
+		if err != nil {
+			g.derr = err
+		} else {
+			for _, it := range g.items {
+				w.o.OnDurable(it.Owner, it.End)
+			}
+		}
+		close(g.durable)
+		<-w.sinkSem
+		w.sinkWG.Done()
+	})
 }
 
 func groupBytes(g *Group) int {
