@@ -71,6 +71,19 @@ func (l *leases) fence(topic string, p int32) ([]meta.Compare, int32, bool) {
 	return []meta.Compare{{Key: l.key(topic, p), Version: h[0]}}, int32(h[1]), true
 }
 
+// newSharedEnv is a directory with a real embedded meta store shared by the
+// engines of a test, and two lease holders on it (brokers A and B).
+func newSharedEnv(t *testing.T) (string, meta.Store, *leases, *leases) {
+	t.Helper()
+	dir := t.TempDir()
+	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { md.Close() })
+	return dir, md, &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+}
+
 func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 	t.Helper()
 	st, err := localfs.New(filepath.Join(dir, "objects"))
@@ -93,13 +106,7 @@ func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 // fail with ErrNotLeader and never become visible, and the epoch history
 // answers OffsetForLeaderEpoch across the change.
 func TestSharedFailover(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	b := openShared(t, dir, md, lb)
 	ctx := context.Background()
@@ -179,13 +186,7 @@ func TestSharedFailover(t *testing.T) {
 // with the partition: a retry of an acknowledged batch sent to the new
 // leader is answered as a duplicate with its original offset.
 func TestSharedIdempotenceAcrossFailover(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	b := openShared(t, dir, md, lb)
 	ctx := context.Background()
@@ -221,13 +222,7 @@ func TestSharedIdempotenceAcrossFailover(t *testing.T) {
 // live extent (here: below the log start after DeleteRecords), deletes them
 // from storage one pass later, deletes old orphans, and keeps live objects.
 func TestSharedGarbageCollection(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	l := &leases{md: md, held: map[string][2]int64{}}
+	dir, md, l, _ := newSharedEnv(t)
 	st, err := localfs.New(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,13 +292,7 @@ func TestSharedGarbageCollection(t *testing.T) {
 // into one packed object; GC then deletes the flush objects; a new leader
 // loads the merged state. A compacted topic is compacted in cluster mode.
 func TestSharedMergeAndCompaction(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	a.cfg.Shared.IsController = func() bool { return true }
 	ctx := context.Background()
@@ -388,13 +377,7 @@ func FuzzDecodeEpochs(f *testing.F) {
 // original is dropped, the retry is refused instead of being answered with an
 // offset that, in the rebuilt log, holds other data.
 func TestSharedDuplicateAcrossFence(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
 	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
@@ -456,13 +439,7 @@ func testEventually(t *testing.T, cond func() bool) {
 // loses its leadership between the build and the registration: the other is
 // registered and stays led; only the lost one is released.
 func TestSharedPartialFence(t *testing.T) {
-	dir := t.TempDir()
-	md, err := embedded.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
-	la, lb := &leases{md: md, held: map[string][2]int64{}}, &leases{md: md, held: map[string][2]int64{}}
+	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
 	if _, err := a.CreateTopic(ctx, "t", 3, nil); err != nil {
