@@ -43,6 +43,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"etcd-endpoints", "etcd.endpoints", "etcd endpoints, host:port or http(s)://host:port, comma-separated; setting them runs in cluster mode (needs --s3-endpoint)"},
 	{"etcd-prefix", "etcd.prefix", "prefix of every etcd key, so clusters can share an etcd"},
 	{"lease-ttl", "cluster.lease_ttl", "cluster mode: how long after its last lease renewal a broker loses membership and leaderships"},
+	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 }
@@ -116,6 +117,8 @@ func defaultString(c config.Config, key string) string {
 		return c.Etcd.Prefix
 	case "cluster.lease_ttl":
 		return c.Cluster.LeaseTTL.String()
+	case "cluster.orphan_grace":
+		return c.Cluster.OrphanGrace.String()
 	}
 	return ""
 }

@@ -127,6 +127,12 @@ type Cluster struct {
 	// leaderships: a broker that stops renewing it (crashed, cut off) loses
 	// them this long after its last renewal.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// OrphanGrace is how old an object in the store with no metadata
+	// record (its flush died between the PUT and the registration) must be
+	// before the controller deletes it. A flush gives its partitions up
+	// rather than register an object older than half of it, so it must be
+	// well above the longest object store or etcd stall to ride out.
+	OrphanGrace time.Duration `yaml:"orphan_grace"`
 }
 
 // Config is the whole broker configuration.
@@ -208,7 +214,7 @@ func Default() Config {
 		},
 		S3:        S3{Addressing: "auto"},
 		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second},
-		Cluster:   Cluster{LeaseTTL: 5 * time.Second},
+		Cluster:   Cluster{LeaseTTL: 5 * time.Second, OrphanGrace: time.Hour},
 		LogLevel:  "info",
 		LogFormat: "text",
 	}
@@ -316,6 +322,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cluster.LeaseTTL < time.Second {
 		return bad("cluster.lease_ttl", "must be >= 1s, got %s", c.Cluster.LeaseTTL)
+	}
+	if c.Cluster.OrphanGrace < 10*time.Second {
+		return bad("cluster.orphan_grace", "must be >= 10s, got %s", c.Cluster.OrphanGrace)
 	}
 	if c.ClusterMode() && c.S3.Endpoint == "" {
 		// s3.validate has checked that an endpoint comes with a bucket.

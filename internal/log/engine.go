@@ -141,7 +141,7 @@ func (c *Config) fill() {
 	if c.Shared != nil {
 		sc := *c.Shared
 		if sc.MaxPartitionsPerObject <= 0 {
-			sc.MaxPartitionsPerObject = 100
+			sc.MaxPartitionsPerObject = meta.MaxTxnOps / 2
 		}
 		if sc.SnapshotInterval <= 0 {
 			sc.SnapshotInterval = 10 * time.Second

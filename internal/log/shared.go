@@ -52,8 +52,10 @@ type SharedConfig struct {
 	// OnTopicsChanged is called (from a background goroutine) after the
 	// topic watch applied a change.
 	OnTopicsChanged func()
-	// MaxPartitionsPerObject bounds the partitions one flush object holds,
-	// and so the compares of its registration Txn (default 100).
+	// MaxPartitionsPerObject bounds the partitions one flush or merged
+	// object holds (default 64). Each partition adds Fence's compares
+	// (two) to the registration Txn, and etcd allows meta.MaxTxnOps (128)
+	// by default; objects are also split to stay within that.
 	MaxPartitionsPerObject int
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
@@ -376,19 +378,24 @@ type flushRun struct {
 // lost leadership fails a partition's part of a group (Append sees that
 // through loadSeq and answers NOT_LEADER_OR_FOLLOWER).
 func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error)) {
+	start := time.Now()
 	runs := e.flushRuns(bufs)
+	sort.Slice(runs, func(i, j int) bool {
+		a, b := runs[i].p, runs[j].p
+		if c := bytes.Compare(a.t.id[:], b.t.id[:]); c != 0 {
+			return c < 0
+		}
+		return a.id < b.id
+	})
 	var objs []*pendingObject
 	var err error
-	per := e.cfg.Shared.MaxPartitionsPerObject
 	for len(runs) > 0 && err == nil {
-		n := min(len(runs), per)
 		var o *pendingObject
-		if o, err = e.storeObject(runs[:n]); o != nil {
+		if o, runs, err = e.storeObject(runs); o != nil {
 			objs = append(objs, o)
 		}
-		runs = runs[n:]
 	}
-	e.regCh <- regJob{objs: objs, err: err, settle: settle}
+	e.regCh <- regJob{objs: objs, err: err, settle: settle, start: start}
 }
 
 // flushRuns splits a group's entries into per-partition runs, leaving out
@@ -450,6 +457,7 @@ type regJob struct {
 	objs   []*pendingObject
 	err    error // storing failed: the engine is closing
 	settle func(error)
+	start  time.Time // handed to the sink
 }
 
 // registerLoop registers stored flush objects in order and settles their
@@ -462,7 +470,9 @@ func (e *Engine) registerLoop() {
 			if err != nil {
 				break
 			}
+			t := time.Now()
 			err = e.registerObject(o)
+			e.m.sharedRegisterSeconds.Observe(time.Since(t).Seconds())
 		}
 		if err == nil && time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
 			e.lastSnapshot = time.Now()
@@ -471,22 +481,26 @@ func (e *Engine) registerLoop() {
 		// Closing: fail the whole group. Some of it may be registered;
 		// clients retry, idempotent ones without effect.
 		job.settle(err)
+		e.m.sharedGroupSeconds.Observe(time.Since(job.start).Seconds())
 	}
 }
 
-// storeObject builds and PUTs one object for runs whose leadership holds.
-// It returns nil (and no error) when none does.
-func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, error) {
-	sort.Slice(runs, func(i, j int) bool {
-		a, b := runs[i].p, runs[j].p
-		if c := bytes.Compare(a.t.id[:], b.t.id[:]); c != 0 {
-			return c < 0
-		}
-		return a.id < b.id
-	})
-	o := &pendingObject{deadline: time.Now().Add(e.cfg.Shared.OrphanGrace / 2)}
-	for _, r := range runs {
+// storeObject builds and PUTs one object for the runs at the front of runs
+// whose leadership holds, as many as one registration Txn can compare
+// (MaxPartitionsPerObject partitions, meta.MaxTxnOps compares), and returns
+// the runs left for the next object. The object is nil (with no error) when
+// no leadership held.
+func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, []*flushRun, error) {
+	start := time.Now()
+	o := &pendingObject{deadline: start.Add(e.cfg.Shared.OrphanGrace / 2)}
+	ncmp := 0
+	for len(runs) > 0 && len(o.runs) < e.cfg.Shared.MaxPartitionsPerObject {
+		r := runs[0]
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
+		if ok && ep == r.epoch && len(o.runs) > 0 && ncmp+len(c) > meta.MaxTxnOps {
+			break // the next object's
+		}
+		runs = runs[1:]
 		if !ok || ep != r.epoch {
 			// Released, or released and acquired again at a new epoch
 			// (whose state was rebuilt without these batches): they
@@ -498,9 +512,10 @@ func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, error) {
 		}
 		o.cmps = append(o.cmps, c)
 		o.runs = append(o.runs, r)
+		ncmp += len(c)
 	}
 	if len(o.runs) == 0 {
-		return nil, nil
+		return nil, runs, nil
 	}
 	size := 0
 	for _, r := range o.runs {
@@ -528,10 +543,11 @@ func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, error) {
 		})
 	}
 	if keyErr != nil || putErr != nil {
-		return nil, fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
+		return nil, runs, fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
 	}
 	e.m.objectBytes.Add(float64(len(body)))
-	return o, nil
+	e.m.sharedPutSeconds.Observe(time.Since(start).Seconds())
+	return o, runs, nil
 }
 
 // registerObject registers o for the runs whose leadership still holds. A

@@ -125,10 +125,14 @@ func (p *Partition) mergeCandidates() *mergeRun {
 func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	var cmps []meta.Compare
 	b := segment.NewBuilder(0)
-	for _, r := range runs {
+	for i, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
 		if !ok || ep != r.p.LeaderEpoch() {
 			return nil // leadership moving; the next roll sees the new state
+		}
+		if i > 0 && len(cmps)+len(c) > meta.MaxTxnOps {
+			runs = runs[:i] // the rest waits for the next pass
+			break
 		}
 		cmps = append(cmps, c...)
 		b.StartExtent(r.p.t.id, r.p.id, r.exts[0].Base)

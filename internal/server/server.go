@@ -122,6 +122,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.BrokerDefaults = cfg.TopicDefaults
 	if glue != nil {
 		lcfg.Shared = glue.sharedConfig()
+		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
 	}
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {

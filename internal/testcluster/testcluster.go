@@ -47,6 +47,7 @@ type Cluster struct {
 	etcd    *etcdtest.Server
 	s3      *s3test.Server
 	brokers []*testbroker.Proc
+	admin   []string // admin HTTP address of each broker
 }
 
 // Start starts etcd, the S3 server (bucket created) and opts.Brokers
@@ -143,11 +144,21 @@ func (c *Cluster) RestartBroker(i int) {
 func (c *Cluster) AddBroker() int {
 	c.t.Helper()
 	i := len(c.brokers)
-	// A fixed port, so a restarted broker is where clients last saw it,
-	// as in a real deployment (the flag overrides testbroker's :0).
-	args := append(brokerArgs(i, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts), "--listen", freeAddr(c.t))
+	// Fixed ports, so a restarted broker is where clients last saw it, as
+	// in a real deployment (the flag overrides testbroker's :0).
+	admin := freeAddr(c.t)
+	args := brokerArgs(i, freeAddr(c.t), admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
 	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
+	c.admin = append(c.admin, admin)
 	return i
+}
+
+// AdminAddr is broker i's admin HTTP address (/metrics, /debug/pprof),
+// fixed across restarts.
+func (c *Cluster) AdminAddr(i int) string {
+	c.t.Helper()
+	c.Broker(i)
+	return c.admin[i]
 }
 
 // Etcd is the cluster's etcd, for tests that stop or restart it.
@@ -156,11 +167,13 @@ func (c *Cluster) Etcd() *etcdtest.Server { return c.etcd }
 // S3 is the cluster's S3 server, for tests that stop, pause or restart it.
 func (c *Cluster) S3() *s3test.Server { return c.s3 }
 
-// brokerArgs are the serve flags of broker i, after the --listen,
-// --data-dir and --ready-file that testbroker.StartProcess gives.
-func brokerArgs(i int, etcdEndpoint string, s3c s3.Config, opts Options) []string {
+// brokerArgs are the serve flags of broker i listening on listen (Kafka)
+// and admin (HTTP), after the --listen, --data-dir and --ready-file that
+// testbroker.StartProcess gives.
+func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts Options) []string {
 	args := []string{
-		"--admin-listen", "127.0.0.1:0",
+		"--listen", listen,
+		"--admin-listen", admin,
 		"--node-id", strconv.Itoa(int(NodeID(i))),
 		"--etcd-endpoints", etcdEndpoint,
 		"--etcd-prefix", EtcdPrefix,

@@ -34,17 +34,17 @@ func TestBrokerArgs(t *testing.T) {
 		want string
 	}{
 		{"first", 0, Options{LeaseTTL: 2 * time.Second},
-			"--admin-listen 127.0.0.1:0 --node-id 1 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
+			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 1 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
 				"--lease-ttl 2s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
 				"--s3-region us-east-1 --s3-addressing path"},
 		{"third with extra", 2, Options{LeaseTTL: 1500 * time.Millisecond, ExtraArgs: []string{"--log-level", "debug"}},
-			"--admin-listen 127.0.0.1:0 --node-id 3 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
+			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 3 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
 				"--lease-ttl 1.5s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
 				"--s3-region us-east-1 --s3-addressing path --log-level debug"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := brokerArgs(tc.i, "http://127.0.0.1:2379", s3c, tc.opts)
+			got := brokerArgs(tc.i, "127.0.0.1:9092", "127.0.0.1:9644", "http://127.0.0.1:2379", s3c, tc.opts)
 			if strings.Join(got, " ") != tc.want {
 				t.Fatalf("args\n got %s\nwant %s", strings.Join(got, " "), tc.want)
 			}
@@ -58,7 +58,7 @@ func TestBrokerArgs(t *testing.T) {
 func TestBrokerArgsParse(t *testing.T) {
 	bin := testbroker.BuildBinary(t)
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--ready-file", "r"},
-		brokerArgs(0, "http://127.0.0.1:2379", testS3Config(), Options{LeaseTTL: DefaultLeaseTTL})...)
+		brokerArgs(0, "127.0.0.1:0", "127.0.0.1:0", "http://127.0.0.1:2379", testS3Config(), Options{LeaseTTL: DefaultLeaseTTL})...)
 	out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("serve %s --help: %v\n%s", strings.Join(args, " "), err, out)

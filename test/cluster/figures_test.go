@@ -149,7 +149,7 @@ func (tg *target) run(t *testing.T, ctx context.Context, cfg bench.Config, keep 
 		return err
 	})
 	cfg.Brokers, cfg.Topic = tg.addrs, topic
-	res, err := bench.Run(ctx, cfg, nil)
+	res, err := benchProcess(ctx, benchBinary(t), cfg)
 	if res == nil || len(res.Runs) == 0 {
 		t.Fatalf("%s: bench: no report: %v", tg.name, err)
 	}
@@ -344,8 +344,15 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	rcfg.RateMBps = figRateMBps
 	for run := 1; run <= figRuns; run++ {
 		for i, tg := range targets {
+			var before map[string]*histo
+			if i == 0 {
+				before = scrapeStages(t, c)
+			}
 			row := rowOf(fmt.Sprint(run), tg.measure(t, rcfg))
 			t.Logf("%g MB/s, %s, run %d: %s", figRateMBps, tg.name, run, row)
+			if i == 0 {
+				logStages(t, fmt.Sprintf("%g MB/s run %d", figRateMBps, run), before, scrapeStages(t, c))
+			}
 			rated[i] = append(rated[i], row)
 		}
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,5 +36,73 @@ func TestClusterSmoke(t *testing.T) {
 	}
 	if n != 60 {
 		t.Fatalf("read %d records, want 60", n)
+	}
+}
+
+// TestClusterManyPartitions: group commits span more partitions than one
+// etcd transaction may compare (etcd's default --max-txn-ops is 128 and
+// every partition adds two compares), so flushes split into several
+// objects. The object store is paused while the records are sent: the
+// flush pipeline backs up, and the next group commit of each broker holds
+// every partition it leads. Every record is read back, in order.
+func TestClusterManyPartitions(t *testing.T) {
+	const parts, per = 300, 4
+	c := testcluster.Start(t, testcluster.Options{})
+	seeds := c.Addrs()
+	testbroker.CreateTopic(t, seeds[0], "wide", parts, nil)
+	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Every partition led before the pause, so no leadership moves while
+	// the store is paused.
+	testbroker.Eventually(t, time.Minute, "every partition of wide led", func() error {
+		_, err := leadersFrom(ctx, cl, -1, "wide", parts)
+		return err
+	})
+	c.S3().Pause()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i := 0; i < per; i++ {
+		for p := int32(0); p < parts; p++ {
+			wg.Add(1)
+			r := &kgo.Record{Topic: "wide", Partition: p, Value: []byte(fmt.Sprintf("%d-%d", p, i))}
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(500 * time.Millisecond) // the next round lands in a later group
+	}
+	c.S3().Resume()
+	acked := make(chan struct{})
+	go func() { wg.Wait(); close(acked) }()
+	select {
+	case <-acked:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("produce not answered 2 minutes after the object store came back")
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d produce errors, first: %v", len(errs), errs[0])
+	}
+	got := testbroker.ReadAll(t, seeds[0], "wide", kgo.SeedBrokers(seeds...))
+	if len(got) != parts {
+		t.Fatalf("read %d partitions, want %d", len(got), parts)
+	}
+	for p := int32(0); p < parts; p++ {
+		rs := got[p]
+		if len(rs) != per {
+			t.Fatalf("partition %d: %d records, want %d", p, len(rs), per)
+		}
+		for i, r := range rs {
+			if want := fmt.Sprintf("%d-%d", p, i); string(r.Value) != want || r.Offset != int64(i) {
+				t.Fatalf("partition %d record %d: %q at offset %d, want %q at %d", p, i, r.Value, r.Offset, want, i)
+			}
+		}
 	}
 }
