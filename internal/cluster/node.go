@@ -234,6 +234,15 @@ func (n *Node) IsLeader(tp TopicPartition) (epoch int32, ok bool) {
 	return t.epoch, true
 }
 
+// Claimed reports whether this broker holds tp's leadership, ready or
+// still being acquired (the Handler's Acquire running).
+func (n *Node) Claimed(tp TopicPartition) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.owned[tp]
+	return t != nil && n.cur != nil && n.cur.gen == t.gen
+}
+
 // FenceCompares returns compares that hold exactly while this broker still
 // holds tp's leadership at the epoch it acquired, and that epoch. They are
 // available from just before Acquire until the leader key is deleted (so

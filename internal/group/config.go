@@ -44,6 +44,12 @@ type Config struct {
 	// called for it (this broker became the partition's leader). False is a
 	// single node: Start loads every partition and owns them all.
 	ExplicitOwnership bool
+	// Claimed, in cluster mode, reports whether this broker has taken the
+	// leadership of partition p but not called OwnPartition yet (the
+	// partition's log is still loading). Requests for its groups then answer
+	// ErrLoading (COORDINATOR_LOAD_IN_PROGRESS), as Kafka does while it
+	// loads, instead of ErrNotCoordinator. Nil: never.
+	Claimed func(p int32) bool
 }
 
 // DefaultConfig returns Kafka's defaults.

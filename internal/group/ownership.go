@@ -240,10 +240,15 @@ func (c *Coordinator) servesLocked(id string) error {
 	}
 	n := c.parts.Load()
 	if n == 0 {
-		return fmt.Errorf("%w: %q", ErrNotCoordinator, id)
+		if n = c.store.Partitions(); n <= 0 || !c.claimed(partitionFor(id, n)) {
+			return fmt.Errorf("%w: %q", ErrNotCoordinator, id)
+		}
 	}
 	return c.servesPartLocked(partitionFor(id, n))
 }
+
+// claimed is Config.Claimed, false without one.
+func (c *Coordinator) claimed(p int32) bool { return c.cfg.Claimed != nil && c.cfg.Claimed(p) }
 
 func (c *Coordinator) servesPartLocked(p int32) error {
 	if !c.cfg.ExplicitOwnership {
@@ -251,6 +256,8 @@ func (c *Coordinator) servesPartLocked(p int32) error {
 	}
 	o := c.owned[p]
 	switch {
+	case o == nil && c.claimed(p):
+		return ErrLoading
 	case o == nil:
 		return fmt.Errorf("%w: %s-%d is not led by this broker", ErrNotCoordinator, Topic, p)
 	case o.loading:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,5 +327,42 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition never held")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOwnershipClaimed: while this broker holds a partition's leadership
+// but has not started to own it (cluster mode: the partition's log is still
+// loading), its groups answer ErrLoading (COORDINATOR_LOAD_IN_PROGRESS), as
+// Kafka does, not ErrNotCoordinator; once it is neither owned nor claimed,
+// ErrNotCoordinator again.
+func TestOwnershipClaimed(t *testing.T) {
+	c := newOwned(t, &memStore{})
+	var claimed atomic.Int32
+	claimed.Store(-1)
+	c.cfg.Claimed = func(p int32) bool { return p == claimed.Load() }
+	g, other := groupsIn(2, 1)[0], groupsIn(1, 1)[0]
+	if _, err := fetchOne(c, g); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("fetch, nothing owned or claimed: %v", err)
+	}
+	claimed.Store(2)
+	if _, err := fetchOne(c, g); !errors.Is(err, ErrLoading) {
+		t.Fatalf("fetch, partition claimed before any is owned: %v", err)
+	}
+	if err := c.OwnPartition(context.Background(), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := fetchOne(c, g); err != nil || o != -1 {
+		t.Fatalf("fetch once owned: %d %v", o, err)
+	}
+	claimed.Store(1)
+	if _, err := fetchOne(c, other); !errors.Is(err, ErrLoading) {
+		t.Fatalf("fetch, partition claimed while another is owned: %v", err)
+	}
+	claimed.Store(-1)
+	c.DisownPartition(2)
+	for _, id := range []string{g, other} {
+		if _, err := fetchOne(c, id); !errors.Is(err, ErrNotCoordinator) {
+			t.Fatalf("fetch %s, neither owned nor claimed: %v", id, err)
+		}
 	}
 }

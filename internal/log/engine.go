@@ -143,6 +143,9 @@ func (c *Config) fill() {
 		if sc.MaxPartitionsPerObject <= 0 {
 			sc.MaxPartitionsPerObject = meta.MaxTxnOps / 2
 		}
+		if sc.FlushPipeline <= 0 {
+			sc.FlushPipeline = 8
+		}
 		if sc.SnapshotInterval <= 0 {
 			sc.SnapshotInterval = 10 * time.Second
 		}
@@ -198,10 +201,10 @@ type Engine struct {
 	recovery RecoveryReport
 
 	// cluster mode (shared.go)
-	snapMu       sync.Mutex // guards prodDirty and rolled producer state in shared mode
-	lastSnapshot time.Time  // registration goroutine only
-	regCh        chan regJob
-	regDone      chan struct{}
+	snapMu      sync.Mutex // guards prodDirty and rolled producer state in shared mode
+	snapWriteMu sync.Mutex // serializes producer snapshot writes
+	regCh       chan regJob
+	regDone     chan struct{}
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,
@@ -256,8 +259,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	if cfg.Shared != nil {
 		wo.SinkAsync = e.flushSharedAsync
+		wo.SinkInFlight = cfg.Shared.FlushPipeline
 		wo.OnDurable = nil // registerObject advances each registered partition itself
-		e.regCh, e.regDone = make(chan regJob, 4), make(chan struct{})
+		e.regCh, e.regDone = make(chan regJob, cfg.Shared.FlushPipeline), make(chan struct{})
 		go e.registerLoop()
 	}
 	e.wal, err = wal.Open(wo)
@@ -276,9 +280,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	go e.rollLoop()
 	go e.cleanLoop()
 	if cfg.Shared != nil {
-		e.bg.Add(2)
+		e.bg.Add(3)
 		go e.watchTopics()
 		go e.rollLoopShared()
+		go e.snapshotLoop()
 	}
 	return e, nil
 }

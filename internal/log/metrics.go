@@ -25,6 +25,8 @@ type metrics struct {
 	sharedPutSeconds      prometheus.Histogram
 	sharedRegisterSeconds prometheus.Histogram
 	sharedGroupSeconds    prometheus.Histogram
+	sharedRegisterTxns    prometheus.Counter
+	sharedRegistered      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,11 +69,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Cluster mode: time to register one flush object in the metadata store, retries included."),
 		sharedGroupSeconds: stage("cluster_flush_group_seconds",
 			"Cluster mode: time from a group commit being handed to the object store until it is registered (what acks=all waits for after the group closes)."),
+		sharedRegisterTxns: c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
+		sharedRegistered:   c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates,
-			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds)
+			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered)
 	}
 	return m
 }

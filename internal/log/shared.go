@@ -57,6 +57,11 @@ type SharedConfig struct {
 	// (two) to the registration Txn, and etcd allows meta.MaxTxnOps (128)
 	// by default; objects are also split to stay within that.
 	MaxPartitionsPerObject int
+	// FlushPipeline is how many group commits may be in flight at once:
+	// stored, or waiting for the ones before them to register (default 8).
+	// Registrations stay in order; groups queued behind a slow one are
+	// registered together.
+	FlushPipeline int
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
@@ -292,7 +297,6 @@ func (e *Engine) recoverShared(ctx context.Context) error {
 		e.recovery.Partitions += len(t.partitions())
 	}
 	e.mu.RUnlock()
-	e.lastSnapshot = time.Now()
 	return nil
 }
 
@@ -462,27 +466,159 @@ type regJob struct {
 
 // registerLoop registers stored flush objects in order and settles their
 // groups. It ends when regCh is closed (engine Close, after the WAL).
+//
+// Groups that queued up while a registration ran (a slow etcd round trip)
+// are registered together, in one Txn where their compares allow: the
+// queue drains in one round trip instead of one per group.
 func (e *Engine) registerLoop() {
 	defer close(e.regDone)
 	for job := range e.regCh {
-		err := job.err
+		jobs := []regJob{job}
+	more:
+		for len(jobs) < maxRegisterJobs {
+			select {
+			case j, ok := <-e.regCh:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, j)
+			default:
+				break more
+			}
+		}
+		e.registerJobs(jobs)
+	}
+}
+
+// maxRegisterJobs bounds the groups registered in one pass.
+const maxRegisterJobs = 32
+
+// registerJobs registers the objects of jobs in order, in as few Txns as
+// the compares allow, and settles each job. Registration fails only when
+// the engine is closing: that job and every later one fail (some of their
+// objects may be registered; clients retry, idempotent ones without
+// effect).
+func (e *Engine) registerJobs(jobs []regJob) {
+	var objs []*pendingObject
+	var owner []int // job index of each object
+	failFrom, failErr := len(jobs), error(nil)
+	for i, job := range jobs {
+		if job.err != nil {
+			failFrom, failErr = i, job.err
+			break
+		}
 		for _, o := range job.objs {
-			if err != nil {
+			objs = append(objs, o)
+			owner = append(owner, i)
+		}
+	}
+	for k := 0; k < len(objs); {
+		t := time.Now()
+		n := e.registerTogether(objs[k:])
+		if n == 0 {
+			if err := e.registerObject(objs[k]); err != nil {
+				failFrom, failErr = owner[k], err
 				break
 			}
-			t := time.Now()
-			err = e.registerObject(o)
-			e.m.sharedRegisterSeconds.Observe(time.Since(t).Seconds())
+			n = 1
 		}
-		if err == nil && time.Since(e.lastSnapshot) >= e.cfg.Shared.SnapshotInterval {
-			e.lastSnapshot = time.Now()
-			e.snapshotDirty()
+		d := time.Since(t).Seconds()
+		for range n {
+			e.m.sharedRegisterSeconds.Observe(d)
 		}
-		// Closing: fail the whole group. Some of it may be registered;
-		// clients retry, idempotent ones without effect.
+		k += n
+	}
+	for i, job := range jobs {
+		var err error
+		if i >= failFrom {
+			err = failErr
+		}
 		job.settle(err)
 		e.m.sharedGroupSeconds.Observe(time.Since(job.start).Seconds())
 	}
+}
+
+// registerTogether registers the leading objects of objs in one Txn, if at
+// least two can go together: every run of each still current (no
+// partition released or re-acquired since it was stored), compares that
+// agree where partitions repeat, all within meta.MaxTxnOps and the objects'
+// deadlines. It returns how many it registered; 0 leaves objs[0] to
+// registerObject, which handles fencing one object at a time.
+func (e *Engine) registerTogether(objs []*pendingObject) int {
+	var cmps []meta.Compare
+	var ops []meta.Op
+	var recs []*objectRecord
+	seen := map[string]int64{}
+	deadline := time.Time{}
+	now := time.Now()
+	for _, o := range objs {
+		if len(ops) == meta.MaxTxnOps || now.After(o.deadline) {
+			break
+		}
+		var add []meta.Compare
+		fits := true
+		for j, r := range o.runs {
+			r.p.mu.RLock()
+			current := r.p.loadSeq == r.loadSeq
+			r.p.mu.RUnlock()
+			if !current {
+				fits = false
+				break
+			}
+			for _, c := range o.cmps[j] {
+				if v, dup := seen[c.Key]; dup {
+					if v != c.Version {
+						fits = false
+					}
+					continue
+				}
+				add = append(add, c)
+			}
+		}
+		if !fits || len(cmps)+len(add) > meta.MaxTxnOps {
+			break
+		}
+		for _, c := range add {
+			seen[c.Key] = c.Version
+		}
+		cmps = append(cmps, add...)
+		rec := &objectRecord{Gen: o.gen, WALSeq: walSeqFlush, Size: o.size, Extents: o.exts}
+		recs = append(recs, rec)
+		ops = append(ops, meta.Put(keyObjects+o.key, encodeObject(rec)))
+		if deadline.IsZero() || o.deadline.Before(deadline) {
+			deadline = o.deadline
+		}
+	}
+	n := len(recs)
+	if n < 2 {
+		return 0
+	}
+	var conflict, expired bool
+	e.retry(fmt.Sprintf("register %d objects from %s", n, objs[0].key), func() error {
+		if time.Now().After(deadline) {
+			expired = true
+			return nil
+		}
+		err := e.md.Txn(e.ctx, cmps, ops...)
+		if isConflict(err) {
+			conflict = true
+			return nil
+		}
+		return err
+	})
+	if conflict || expired || e.ctx.Err() != nil {
+		return 0 // nothing registered; registerObject takes it from here
+	}
+	e.m.sharedRegisterTxns.Inc()
+	e.m.sharedRegistered.Add(float64(n))
+	for i, o := range objs[:n] {
+		all := make([]int, len(o.runs))
+		for j := range all {
+			all[j] = j
+		}
+		e.applyRegistered(o, recs[i], all)
+	}
+	return n
 }
 
 // storeObject builds and PUTs one object for the runs at the front of runs
@@ -624,7 +760,17 @@ func (e *Engine) registerObject(o *pendingObject) error {
 			return nil
 		}
 	}
-	obj := e.sharedObject(o.key, &rec)
+	e.m.sharedRegisterTxns.Inc()
+	e.m.sharedRegistered.Inc()
+	e.applyRegistered(o, &rec, kept)
+	return nil
+}
+
+// applyRegistered makes the kept runs of o, registered as rec, visible:
+// their extents join the partitions, their producer state folds into the
+// snapshot state, and the high watermarks move past them.
+func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int) {
+	obj := e.sharedObject(o.key, rec)
 	e.snapMu.Lock()
 	for _, j := range kept {
 		for _, bt := range o.runs[j].batches {
@@ -638,7 +784,6 @@ func (e *Engine) registerObject(o *pendingObject) error {
 		r.p.markRolled([]*extent{x}, r.last)
 		r.p.advanceHW(r.last + 1)
 	}
-	return nil
 }
 
 // retry runs fn until it succeeds or the engine closes, backing off. Storage
@@ -672,36 +817,115 @@ func (e *Engine) fence(p *Partition) {
 
 // snapshotRequest writes p's producer snapshot now (hand-off).
 func (e *Engine) snapshotRequest(p *Partition) {
+	e.snapWriteMu.Lock()
+	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
-	defer e.snapMu.Unlock()
-	e.snapshotLocked(p)
-}
-
-// snapshotDirty writes the snapshot of every partition whose registered
-// producer state changed since its last one.
-func (e *Engine) snapshotDirty() {
-	e.snapMu.Lock()
-	defer e.snapMu.Unlock()
-	for p := range e.prodDirty {
-		e.snapshotLocked(p)
+	s, ok := e.encodeSnapshotLocked(p)
+	e.snapMu.Unlock()
+	if ok {
+		e.writeSnapshots([]prodSnap{s})
 	}
 }
 
-func (e *Engine) snapshotLocked(p *Partition) {
+// snapshotLoop writes the producer snapshots of dirty partitions every
+// SnapshotInterval, off the flush path: a flush never waits for them.
+func (e *Engine) snapshotLoop() {
+	defer e.bg.Done()
+	t := time.NewTicker(e.cfg.Shared.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-e.ctx.Done():
+			return
+		}
+		e.snapshotDirty()
+	}
+}
+
+// prodSnap is one partition's encoded producer snapshot with the compares
+// that guard writing it.
+type prodSnap struct {
+	p    *Partition
+	cmps []meta.Compare
+	val  []byte
+}
+
+// snapshotTxnBytes bounds the snapshot values written in one Txn, well
+// under etcd's default request limit (1.5 MiB).
+const snapshotTxnBytes = 512 << 10
+
+// snapshotDirty writes the snapshot of every partition whose registered
+// producer state changed since its last one, many partitions per Txn. The
+// state is encoded under snapMu and written after it is released, so
+// registrations (which fold into that state) never wait for etcd here.
+func (e *Engine) snapshotDirty() {
+	e.snapWriteMu.Lock()
+	defer e.snapWriteMu.Unlock()
+	e.snapMu.Lock()
+	var snaps []prodSnap
+	for p := range e.prodDirty {
+		if s, ok := e.encodeSnapshotLocked(p); ok {
+			snaps = append(snaps, s)
+		}
+	}
+	e.snapMu.Unlock()
+	for len(snaps) > 0 {
+		n, ncmp, size := 0, 0, 0
+		for n < len(snaps) && (n == 0 || (ncmp+len(snaps[n].cmps) <= meta.MaxTxnOps && n < meta.MaxTxnOps &&
+			size+len(snaps[n].val) <= snapshotTxnBytes)) {
+			ncmp += len(snaps[n].cmps)
+			size += len(snaps[n].val)
+			n++
+		}
+		e.writeSnapshots(snaps[:n])
+		snaps = snaps[n:]
+	}
+}
+
+// encodeSnapshotLocked takes p off the dirty set and encodes its rolled
+// producer state; false when p is not dirty or no longer led. snapMu held.
+func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 	if _, dirty := e.prodDirty[p]; !dirty {
-		return
+		return prodSnap{}, false
 	}
 	delete(e.prodDirty, p)
 	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
-		return
+		return prodSnap{}, false
 	}
 	p.rolledProducers.expire(e.producerCutoff())
 	p.rolledTxns.truncate(p.logStart.Load())
-	v := encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)
-	if err := e.md.Txn(e.ctx, cmps, meta.Put(producersKey(p.t.id, p.id), v)); err != nil && !isConflict(err) {
-		e.log.Warn("producer snapshot failed", "topic", p.t.name, "partition", p.id, "err", err)
-		e.prodDirty[p] = struct{}{}
+	return prodSnap{p: p, cmps: cmps, val: encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)}, true
+}
+
+// writeSnapshots writes snaps in one Txn under all their compares. When a
+// compare fails (one partition moved), each is written on its own so the
+// others still land. Other failures mark them dirty for the next pass.
+// snapWriteMu held, so snapshots of a partition land in the order encoded.
+func (e *Engine) writeSnapshots(snaps []prodSnap) {
+	var cmps []meta.Compare
+	ops := make([]meta.Op, 0, len(snaps))
+	for _, s := range snaps {
+		cmps = append(cmps, s.cmps...)
+		ops = append(ops, meta.Put(producersKey(s.p.t.id, s.p.id), s.val))
+	}
+	err := e.md.Txn(e.ctx, cmps, ops...)
+	switch {
+	case err == nil:
+	case isConflict(err) && len(snaps) > 1:
+		for i := range snaps {
+			e.writeSnapshots(snaps[i : i+1])
+		}
+	case isConflict(err):
+		// Leadership gone: the next leader rebuilds from what is registered.
+	default:
+		e.log.Warn("producer snapshot failed; next pass retries", "partitions", len(snaps), "err", err)
+		e.snapMu.Lock()
+		for _, s := range snaps {
+			e.prodDirty[s.p] = struct{}{}
+		}
+		e.snapMu.Unlock()
 	}
 }
 

@@ -505,3 +505,64 @@ func TestSharedPartialFence(t *testing.T) {
 		t.Fatalf("partition 0 reads %d records, want 2", len(got))
 	}
 }
+
+// TestSharedRegisterTogether: groups that queue behind a registration that
+// has not finished are registered together, in one Txn, in order, and
+// every append is acknowledged at the right offset.
+func TestSharedRegisterTogether(t *testing.T) {
+	dir, md, la, _ := newSharedEnv(t)
+	a := openShared(t, dir, md, la)
+	ctx := context.Background()
+	const parts = 3
+	if _, err := a.CreateTopic(ctx, "t", parts, nil); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]*Partition, parts)
+	for i := int32(0); i < parts; i++ {
+		la.take(t, "t", i, 1)
+		if err := a.Acquire(ctx, "t", i, 1); err != nil {
+			t.Fatal(err)
+		}
+		ps[i], _ = a.Partition("t", i)
+	}
+	objects := func() int {
+		infos, err := a.store.List(ctx, objectPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(infos)
+	}
+	// The registration goroutine stops in the first group's apply (it
+	// takes snapMu); the next groups are stored and queue behind it.
+	a.snapMu.Lock()
+	type result struct {
+		off int64
+		err error
+	}
+	res := make([]chan result, parts)
+	for i := range ps {
+		res[i] = make(chan result, 1)
+		n := objects()
+		go func() {
+			r, err := ps[i].Append(ctx, mkBatch(t, 0, 1000, 2, nil, fmt.Sprint(i)), -1)
+			res[i] <- result{r.BaseOffset, err}
+		}()
+		testEventually(t, func() bool { return objects() == n+1 }) // its own group, stored
+	}
+	txns0, objs0 := counterValue(a.m.sharedRegisterTxns), counterValue(a.m.sharedRegistered)
+	a.snapMu.Unlock()
+	for i := range ps {
+		r := <-res[i]
+		if r.err != nil || r.off != 0 {
+			t.Fatalf("partition %d: append at %d, %v; want 0, nil", i, r.off, r.err)
+		}
+		if got := readAll(t, ps[i], 1<<20); len(got) != 2 {
+			t.Fatalf("partition %d reads %d records, want 2", i, len(got))
+		}
+	}
+	// The first group was registered before the pause; the other two
+	// were queued and went in one Txn.
+	if txns, objs := counterValue(a.m.sharedRegisterTxns)-txns0, counterValue(a.m.sharedRegistered)-objs0; txns != 1 || objs != 2 {
+		t.Fatalf("after the pause: %v registration Txns for %v objects; want 1 for 2", txns, objs)
+	}
+}

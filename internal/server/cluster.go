@@ -121,6 +121,15 @@ func (g *clusterGlue) Acquire(ctx context.Context, tp cluster.TopicPartition, ep
 	return nil
 }
 
+// claimed reports, for the coordinators, whether this broker holds the
+// leadership of a partition of topic, loaded or not.
+func (g *clusterGlue) claimed(topic string) func(p int32) bool {
+	return func(p int32) bool {
+		n := g.node.Load()
+		return n != nil && n.Claimed(cluster.TopicPartition{Topic: topic, Partition: p})
+	}
+}
+
 // Release implements cluster.Handler.
 func (g *clusterGlue) Release(tp cluster.TopicPartition, fenced bool) {
 	switch tp.Topic {

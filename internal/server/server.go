@@ -182,6 +182,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	gcfg.ConsumerSessionTimeout = cfg.Groups.ConsumerSessionTimeout
 	gcfg.ConsumerHeartbeatInterval = cfg.Groups.ConsumerHeartbeatInterval
 	gcfg.ExplicitOwnership = glue != nil
+	if glue != nil {
+		gcfg.Claimed = glue.claimed(group.Topic)
+	}
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		ln.Close()
@@ -198,6 +201,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	tcfg.MaxTimeout = cfg.Transactions.MaxTimeout
 	tcfg.AbortCheckInterval = cfg.Transactions.AbortCheckInterval
 	tcfg.ExplicitOwnership = glue != nil
+	if glue != nil {
+		tcfg.Claimed = glue.claimed(txn.Topic)
+	}
 	markers := txn.NewEngineMarkers(engine)
 	var markerClient *kgo.Client
 	if glue != nil {

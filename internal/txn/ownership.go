@@ -195,6 +195,9 @@ func (c *Coordinator) serves(id string) error {
 	return err
 }
 
+// claimed is Config.Claimed, false without one.
+func (c *Coordinator) claimed(p int32) bool { return c.cfg.Claimed != nil && c.cfg.Claimed(p) }
+
 // servesLocked is serves with c.mu held; it also returns the ownership of
 // the id's partition (nil on a single node).
 func (c *Coordinator) servesLocked(id string) (*ownership, error) {
@@ -206,11 +209,15 @@ func (c *Coordinator) servesLocked(id string) (*ownership, error) {
 	}
 	n := c.parts.Load()
 	if n == 0 {
-		return nil, fmt.Errorf("%w: %q", ErrNotCoordinator, id)
+		if n = c.store.Partitions(); n <= 0 || !c.claimed(partitionFor(id, n)) {
+			return nil, fmt.Errorf("%w: %q", ErrNotCoordinator, id)
+		}
 	}
 	p := partitionFor(id, n)
 	o := c.owned[p]
 	switch {
+	case o == nil && c.claimed(p):
+		return nil, ErrLoading
 	case o == nil:
 		return nil, fmt.Errorf("%w: %s-%d is not led by this broker", ErrNotCoordinator, Topic, p)
 	case o.loading:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,5 +288,32 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition never held")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOwnershipClaimed: while this broker holds a partition's leadership
+// but has not started to own it, its transactional ids answer ErrLoading
+// (COORDINATOR_LOAD_IN_PROGRESS), not ErrNotCoordinator.
+func TestOwnershipClaimed(t *testing.T) {
+	e := newOwnEnv(t)
+	var claimed atomic.Int32
+	claimed.Store(-1)
+	e.c.cfg.Claimed = func(p int32) bool { return p == claimed.Load() }
+	p := partitionFor("x", 5)
+	if _, err := e.c.Describe("x"); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("describe, nothing owned or claimed: %v", err)
+	}
+	claimed.Store(p)
+	if _, err := e.c.Describe("x"); !errors.Is(err, ErrLoading) {
+		t.Fatalf("describe, partition claimed: %v", err)
+	}
+	e.own("x", 1)
+	if _, err := e.c.Describe("x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("describe once owned: %v", err)
+	}
+	claimed.Store(-1)
+	e.c.DisownPartition(p)
+	if _, err := e.c.Describe("x"); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("describe, neither owned nor claimed: %v", err)
 	}
 }

@@ -19,10 +19,28 @@ import (
 
 // flushStages are the engine's cluster flush histograms: where an acks=all
 // produce spends its time after the group commit closes.
+// The last is the whole produce request, from read to response ready.
 var flushStages = []string{
 	"sluice_log_cluster_flush_put_seconds",
 	"sluice_log_cluster_flush_register_seconds",
 	"sluice_log_cluster_flush_group_seconds",
+	"sluice_kafka_request_duration_seconds",
+}
+
+// stageMetric picks the series of a family: the Produce one for the
+// request duration, the only one otherwise.
+func stageMetric(f *dto.MetricFamily) *dto.Histogram {
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) == 0 {
+			return m.GetHistogram()
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "api" && l.GetValue() == "Produce" {
+				return m.GetHistogram()
+			}
+		}
+	}
+	return nil
 }
 
 // histo is a cumulative histogram summed over brokers.
@@ -49,10 +67,13 @@ func scrapeStages(t *testing.T, c *testcluster.Cluster) map[string]*histo {
 		}
 		for _, name := range flushStages {
 			f := fams[name]
-			if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetHistogram() == nil {
+			if f == nil {
 				continue
 			}
-			h := f.GetMetric()[0].GetHistogram()
+			h := stageMetric(f)
+			if h == nil {
+				continue
+			}
 			acc := out[name]
 			if acc == nil {
 				acc = &histo{}
@@ -131,8 +152,15 @@ func logStages(t *testing.T, label string, before, after map[string]*histo) {
 			continue
 		}
 		fmt.Fprintf(&b, "\n  %-10s n=%-7d mean %6.1f ms  p50 <= %6.1f ms  p99 <= %6.1f ms  p99.9 <= %6.1f ms",
-			strings.TrimSuffix(strings.TrimPrefix(name, "sluice_log_cluster_flush_"), "_seconds"), d.count,
+			stageLabel(name), d.count,
 			1000*d.sum/float64(d.count), 1000*d.quantile(0.5), 1000*d.quantile(0.99), 1000*d.quantile(0.999))
 	}
 	t.Log(b.String())
+}
+
+func stageLabel(name string) string {
+	if name == "sluice_kafka_request_duration_seconds" {
+		return "produce"
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(name, "sluice_log_cluster_flush_"), "_seconds")
 }
