@@ -149,7 +149,7 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				fill(w, w.err)
 				continue
 			}
-			fill(w, waitDurable(ctx, w.p, w.last))
+			fill(w, waitDurable(ctx, w))
 		}
 		return resp
 	}
@@ -160,22 +160,15 @@ func internalTopicMessage(topic string) *string {
 	return &s
 }
 
-// waitDurable blocks until the partition's high watermark passes last.
-func waitDurable(ctx context.Context, p *log.Partition, last int64) error {
-	for {
-		ch := p.Wait()
-		if p.HighWatermark() > last {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return ctx.Err()
-			}
-			return log.ErrClosed
-		}
+// waitDurable blocks until w's records are durable (the partition's high
+// watermark passes them). A leadership change since the append fails with
+// NOT_LEADER_OR_FOLLOWER: the client retries, at the new leader.
+func waitDurable(ctx context.Context, w *produceWork) error {
+	err := w.p.WaitDurable(ctx, w.res, w.last)
+	if err != nil && ctx.Err() != nil && ctx.Err() != context.DeadlineExceeded {
+		return log.ErrClosed // the connection is closing
 	}
+	return err
 }
 
 // recordCount sums lastOffsetDelta+1 over the batches in a validated

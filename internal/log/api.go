@@ -56,6 +56,10 @@ type AppendResult struct {
 	BaseOffset     int64
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
+
+	// loadSeq is the partition's incarnation the batch was appended in
+	// (or, for a duplicate, the original was): WaitDurable checks it.
+	loadSeq uint64
 }
 
 // ReadResult is what Read returns.

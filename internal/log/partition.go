@@ -191,11 +191,45 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 			return AppendResult{}, fmt.Errorf("%w: %s-%d: leadership changed before the batch was registered", ErrNotLeader, p.t.name, p.id)
 		}
 	}
-	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load(), loadSeq: loadSeq}
 	if cfg.LogAppendTime {
 		r.LogAppendTime = now
 	}
 	return r, nil
+}
+
+// WaitDurable blocks until the records of r, an Append with acks=1 ending
+// at offset last, are durable: the high watermark passes last. In cluster
+// mode it fails with ErrNotLeader once the partition's leadership moved
+// after the append (fenced, or released and acquired again at a new
+// epoch): the batch may never have been registered, and the high
+// watermark of a log rebuilt from what was registered, which other
+// producers keep extending, says nothing about it. ctx ending returns
+// ctx.Err(); the engine closing, ErrClosed.
+func (p *Partition) WaitDurable(ctx context.Context, r AppendResult, last int64) error {
+	for {
+		ch := p.Wait()
+		// Both under mu: Acquire rebuilds the high watermark and moves
+		// loadSeq together.
+		p.mu.RLock()
+		moved := p.loadSeq != r.loadSeq
+		durable := p.hw.Load() > last
+		p.mu.RUnlock()
+		if moved {
+			return fmt.Errorf("%w: %s-%d: leadership changed before the batch was registered", ErrNotLeader, p.t.name, p.id)
+		}
+		if durable {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if p.e.closed.Load() && p.hw.Load() <= last {
+			return ErrClosed
+		}
+	}
 }
 
 func mapBatchErr(err error) error {

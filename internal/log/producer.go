@@ -253,7 +253,7 @@ func (p *Partition) duplicate(ctx context.Context, d producerBatch, acks int16, 
 			}
 		}
 	}
-	r := AppendResult{BaseOffset: d.base, LogAppendTime: -1, LogStartOffset: p.logStart.Load()}
+	r := AppendResult{BaseOffset: d.base, LogAppendTime: -1, LogStartOffset: p.logStart.Load(), loadSeq: loadSeq}
 	if logAppendTime {
 		r.LogAppendTime = d.ts
 	}

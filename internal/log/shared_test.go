@@ -566,3 +566,66 @@ func TestSharedRegisterTogether(t *testing.T) {
 		t.Fatalf("after the pause: %v registration Txns for %v objects; want 1 for 2", txns, objs)
 	}
 }
+
+// TestSharedWaitDurableAcrossFence is the path of a Kafka acks=all produce:
+// Append with acks=1, then WaitDurable. The batch (and a retry of it that
+// found it in flight) is dropped by a fence; leadership comes back at a new
+// epoch and other data takes the rebuilt log's high watermark past the
+// dropped batch's offsets. Neither wait may report the dropped batch
+// durable: both get ErrNotLeader, and the producer's next retry is
+// appended afresh.
+func TestSharedWaitDurableAcrossFence(t *testing.T) {
+	dir, md, la, lb := newSharedEnv(t)
+	a := openShared(t, dir, md, la)
+	ctx := context.Background()
+	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	la.take(t, "t", 0, 1)
+	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Partition("t", 0)
+
+	gate := make(chan struct{})
+	la.mu.Lock()
+	la.gate = gate
+	la.mu.Unlock()
+	orig := idemBatch(t, 7, 0, 0, 3, 1000)
+	var rs []AppendResult
+	for i := 0; i < 2; i++ { // the original, then a retry that finds it in flight
+		r, err := p.Append(ctx, append([]byte(nil), orig...), 1)
+		if err != nil || r.BaseOffset != 0 {
+			t.Fatalf("append %d: offset %d, %v", i, r.BaseOffset, err)
+		}
+		rs = append(rs, r)
+	}
+	errs := make(chan error, len(rs))
+	for _, r := range rs {
+		go func() { errs <- p.WaitDurable(ctx, r, 2) }()
+	}
+
+	lb.take(t, "t", 0, 2) // fences the flush held at the gate
+	la.mu.Lock()
+	la.gate = nil
+	la.mu.Unlock()
+	close(gate)
+	testEventually(t, func() bool { return !p.Led() })
+	la.take(t, "t", 0, 3)
+	if err := a.Acquire(ctx, "t", 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, p, mkBatch(t, 0, 1000, 10, nil, "other"))
+	if hw := p.HighWatermark(); hw <= 2 {
+		t.Fatalf("high watermark %d after the other data, want > 2", hw)
+	}
+	for i := range rs {
+		if err := <-errs; !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("wait %d for a batch dropped by a fence: %v, want ErrNotLeader", i, err)
+		}
+	}
+	r, err := p.Append(ctx, append([]byte(nil), orig...), -1)
+	if err != nil || r.BaseOffset != 10 {
+		t.Fatalf("the producer's retry after the fence: offset %d err %v, want a fresh append at 10", r.BaseOffset, err)
+	}
+}
