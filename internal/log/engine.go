@@ -205,6 +205,9 @@ type Engine struct {
 	snapWriteMu sync.Mutex // serializes producer snapshot writes
 	regCh       chan regJob
 	regDone     chan struct{}
+	listMu      sync.Mutex
+	listNext    *objectList // the listing callers wait for next
+	listRunning bool        // runListings is running
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,

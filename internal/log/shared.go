@@ -300,32 +300,105 @@ func (e *Engine) recoverShared(ctx context.Context) error {
 	return nil
 }
 
-// loadPartitionExtents lists the object records and returns the live,
-// unsuperseded extents of one partition, sorted by offset.
+// loadPartitionExtents returns the live, unsuperseded extents of one
+// partition, sorted by offset, from a listing of the object records that
+// began after the call did.
 func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls int64) ([]*extent, error) {
+	l, err := e.objectListing(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var xs []*extent
+	for _, r := range l.byPart[partKey{id, partition}] {
+		if r.x.Last < ls {
+			continue
+		}
+		xs = append(xs, &extent{Extent: r.x, obj: e.sharedObject(r.key, r.rec)})
+	}
+	return liveExtents(xs), nil
+}
+
+// partKey names a partition by topic id.
+type partKey struct {
+	id   [16]byte
+	part int32
+}
+
+// listedExtent is one extent of a listed object record.
+type listedExtent struct {
+	key string
+	rec *objectRecord
+	x   segment.Extent
+}
+
+// objectList is one listing of every object record, decoded and indexed by
+// partition, shared by the Acquires that asked for it.
+type objectList struct {
+	done   chan struct{}
+	byPart map[partKey][]listedExtent
+	err    error
+}
+
+// objectListing returns a listing of the object records that began after
+// this call did. Callers that overlap (a burst of Acquires after a broker
+// fails or every session ends) share one etcd listing and one decode,
+// instead of one per partition.
+func (e *Engine) objectListing(ctx context.Context) (*objectList, error) {
+	e.listMu.Lock()
+	l := e.listNext
+	if l == nil {
+		l = &objectList{done: make(chan struct{})}
+		e.listNext = l
+		if !e.listRunning {
+			e.listRunning = true
+			go e.runListings()
+		}
+	}
+	e.listMu.Unlock()
+	select {
+	case <-l.done:
+		return l, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// runListings takes the waiting listing, lists, and repeats while callers
+// keep asking; a caller that arrives during a listing waits for the next.
+func (e *Engine) runListings() {
+	for {
+		e.listMu.Lock()
+		l := e.listNext
+		e.listNext = nil
+		if l == nil {
+			e.listRunning = false
+			e.listMu.Unlock()
+			return
+		}
+		e.listMu.Unlock()
+		l.byPart, l.err = e.listObjectRecords(e.ctx)
+		close(l.done)
+	}
+}
+
+func (e *Engine) listObjectRecords(ctx context.Context) (map[partKey][]listedExtent, error) {
 	kvs, err := e.md.List(ctx, keyObjects)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list objects: %v", ErrStorage, err)
 	}
-	var xs []*extent
+	byPart := map[partKey][]listedExtent{}
 	for _, kv := range kvs {
 		key := strings.TrimPrefix(kv.Key, keyObjects)
 		rec, err := decodeObject(kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("%w: object record %s: %v", ErrStorage, key, err)
 		}
-		var o *object
 		for _, x := range rec.Extents {
-			if x.TopicID != id || x.Partition != partition || x.Last < ls {
-				continue
-			}
-			if o == nil {
-				o = e.sharedObject(key, rec)
-			}
-			xs = append(xs, &extent{Extent: x, obj: o})
+			k := partKey{x.TopicID, x.Partition}
+			byPart[k] = append(byPart[k], listedExtent{key: key, rec: rec, x: x})
 		}
 	}
-	return liveExtents(xs), nil
+	return byPart, nil
 }
 
 // liveExtents drops the extents of one partition that a newer object
