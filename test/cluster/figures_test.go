@@ -404,12 +404,18 @@ func TestClusterFiguresScaling(t *testing.T) {
 	t.Logf("load average at end: %s", loadAvg())
 }
 
-const failoverPartitions = 12
+// failoverPartitions is the topic size of the failover figure; the
+// wide variant measures a take-over of many partitions at once.
+const (
+	failoverPartitions     = 12
+	failoverPartitionsWide = 600
+)
 
 // failoverLoad is a light idempotent acks=all load: one record to each
 // partition every 20 ms. After the kill it notes, per partition, when the
 // first record sent after the kill was acknowledged.
 type failoverLoad struct {
+	partitions int32
 	mu         sync.Mutex
 	killedAt   time.Time
 	acked      map[int32]int
@@ -441,7 +447,7 @@ func runFailoverLoad(t *testing.T, seeds []string, topic string, fl *failoverLoa
 			return
 		case <-tick.C:
 		}
-		for p := int32(0); p < failoverPartitions; p++ {
+		for p := int32(0); p < fl.partitions; p++ {
 			sent := time.Now()
 			cl.Produce(context.Background(), &kgo.Record{Partition: p, Value: []byte("x")}, func(_ *kgo.Record, err error) {
 				now := time.Now()
@@ -521,19 +527,20 @@ func allLedBy(query func(id int32) (map[int32]int32, error), live []int32) error
 
 // failoverResult is one measured broker kill.
 type failoverResult struct {
-	ttl      time.Duration
-	run      int
-	moved    int           // partitions the killed broker led
-	meta     time.Duration // kill to every partition led by a live broker in Metadata
-	produce  time.Duration // kill to every partition acknowledging a record sent after the kill
-	failover time.Duration // the later of the two
+	ttl        time.Duration
+	partitions int32
+	run        int
+	moved      int           // partitions the killed broker led
+	meta       time.Duration // kill to every partition led by a live broker in Metadata
+	produce    time.Duration // kill to every partition acknowledging a record sent after the kill
+	failover   time.Duration // the later of the two
 }
 
 // measureFailover starts a three-broker cluster with lease TTL ttl, runs the
 // light load on a 12-partition topic, SIGKILLs the broker that leads the
 // most partitions and measures how long until the cluster serves every
 // partition again.
-func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
+func measureFailover(t *testing.T, ttl time.Duration, run int, partitions int32) failoverResult {
 	c := testcluster.Start(t, testcluster.Options{Brokers: 3, LeaseTTL: ttl})
 	keepLogs(t, c)
 	topic := "failover"
@@ -544,7 +551,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 	testbroker.Eventually(t, time.Minute, "create topic", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		r, err := adm.CreateTopic(ctx, failoverPartitions, -1, nil, topic)
+		r, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
 		if err == nil && r.Err != nil && !strings.Contains(r.Err.Error(), "TOPIC_ALREADY_EXISTS") {
 			err = r.Err
 		}
@@ -553,7 +560,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 	query := func(id int32) (map[int32]int32, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		return leadersFrom(ctx, cl, id, topic, failoverPartitions)
+		return leadersFrom(ctx, cl, id, topic, partitions)
 	}
 	testbroker.Eventually(t, time.Minute, "every partition led", func() error {
 		ls, err := query(-1)
@@ -565,14 +572,14 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 		return err
 	})
 
-	fl := &failoverLoad{acked: map[int32]int{}, firstAfter: map[int32]time.Time{}, errs: map[string]int{}}
+	fl := &failoverLoad{partitions: partitions, acked: map[int32]int{}, firstAfter: map[int32]time.Time{}, errs: map[string]int{}}
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { defer close(done); runFailoverLoad(t, seeds, topic, fl, stop) }()
 	defer func() { close(stop); <-done }()
 	testbroker.Eventually(t, time.Minute, "every partition acknowledging", func() error {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
-		if len(fl.acked) < failoverPartitions {
+		if int32(len(fl.acked)) < partitions {
 			return fmt.Errorf("%d partitions acknowledged so far", len(fl.acked))
 		}
 		return nil
@@ -608,7 +615,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 	fl.mu.Unlock()
 	c.KillBroker(victim)
 
-	res := failoverResult{ttl: ttl, run: run, moved: count[victimID]}
+	res := failoverResult{ttl: ttl, partitions: partitions, run: run, moved: count[victimID]}
 	deadline := killedAt.Add(2 * time.Minute)
 	var lastErr error
 	for res.meta == 0 || res.produce == 0 {
@@ -617,7 +624,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 			again := len(fl.firstAfter)
 			fl.mu.Unlock()
 			t.Fatalf("not failed over after 2m: metadata after %v (last: %v); partitions acknowledging again: %d of %d",
-				res.meta, lastErr, again, failoverPartitions)
+				res.meta, lastErr, again, partitions)
 		}
 		if res.meta == 0 {
 			if err := allLedBy(query, live); err != nil {
@@ -628,7 +635,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 		}
 		if res.produce == 0 {
 			fl.mu.Lock()
-			if len(fl.firstAfter) == failoverPartitions {
+			if int32(len(fl.firstAfter)) == partitions {
 				var last time.Time
 				for _, at := range fl.firstAfter {
 					if at.After(last) {
@@ -654,37 +661,49 @@ func measureFailover(t *testing.T, ttl time.Duration, run int) failoverResult {
 // harness default) and 5 s (the broker default), how long after a SIGKILL
 // of the broker leading the most of 12 partitions every partition has a
 // live leader in Metadata (as answered by each surviving broker) and
-// accepts a produce again. A light idempotent acks=all load runs
+// accepts a produce again; and the same with 600 partitions (2 s lease),
+// where about 200 move at once. A light idempotent acks=all load runs
 // throughout; its client retries every 100 ms and refreshes metadata at
 // most every 100 ms. Each run gets its own cluster.
 func TestClusterFiguresFailover(t *testing.T) {
 	skipUnlessFigures(t)
 	t.Logf("load average at start: %s", loadAvg())
 	var results []failoverResult
-	for _, ttl := range []time.Duration{testcluster.DefaultLeaseTTL, 5 * time.Second} {
+	type variant struct {
+		ttl        time.Duration
+		partitions int32
+	}
+	for _, v := range []variant{{testcluster.DefaultLeaseTTL, failoverPartitions}, {5 * time.Second, failoverPartitions},
+		{testcluster.DefaultLeaseTTL, failoverPartitionsWide}} {
+		ttl := v.ttl
 		for run := 1; run <= figRuns; run++ {
-			t.Run(fmt.Sprintf("ttl=%v/run=%d", ttl, run), func(t *testing.T) {
-				r := measureFailover(t, ttl, run)
-				t.Logf("lease TTL %v, run %d: %d partitions moved; leaders in Metadata after %v, produce to every partition after %v: failover %v",
-					ttl, run, r.moved, r.meta.Round(time.Millisecond), r.produce.Round(time.Millisecond), r.failover.Round(time.Millisecond))
+			t.Run(fmt.Sprintf("ttl=%v/partitions=%d/run=%d", ttl, v.partitions, run), func(t *testing.T) {
+				r := measureFailover(t, ttl, run, v.partitions)
+				t.Logf("lease TTL %v, %d partitions, run %d: %d partitions moved; leaders in Metadata after %v, produce to every partition after %v: failover %v",
+					ttl, v.partitions, run, r.moved, r.meta.Round(time.Millisecond), r.produce.Round(time.Millisecond), r.failover.Round(time.Millisecond))
 				results = append(results, r)
 			})
 		}
 	}
-	lines := []string{"Failover after SIGKILL (3 brokers, 12 partitions, light idempotent acks=all load):",
-		"| lease TTL | run | partitions moved | leaders in Metadata | produce to every partition | failover |",
-		"|----------:|----:|-----------------:|--------------------:|---------------------------:|---------:|"}
-	byTTL := map[time.Duration][]time.Duration{}
-	var ttls []time.Duration
-	for _, r := range results {
-		lines = append(lines, fmt.Sprintf("| %v | %d | %d | %s | %s | %s |", r.ttl, r.run, r.moved, secs(r.meta), secs(r.produce), secs(r.failover)))
-		if _, ok := byTTL[r.ttl]; !ok {
-			ttls = append(ttls, r.ttl)
-		}
-		byTTL[r.ttl] = append(byTTL[r.ttl], r.failover)
+	lines := []string{"Failover after SIGKILL (3 brokers, light idempotent acks=all load):",
+		"| lease TTL | partitions | run | partitions moved | leaders in Metadata | produce to every partition | failover |",
+		"|----------:|-----------:|----:|-----------------:|--------------------:|---------------------------:|---------:|"}
+	type key struct {
+		ttl        time.Duration
+		partitions int32
 	}
-	for _, ttl := range ttls {
-		lines = append(lines, fmt.Sprintf("| %v | median | | | | %s |", ttl, secs(median(byTTL[ttl]))))
+	byKey := map[key][]time.Duration{}
+	var keys []key
+	for _, r := range results {
+		lines = append(lines, fmt.Sprintf("| %v | %d | %d | %d | %s | %s | %s |", r.ttl, r.partitions, r.run, r.moved, secs(r.meta), secs(r.produce), secs(r.failover)))
+		k := key{r.ttl, r.partitions}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], r.failover)
+	}
+	for _, k := range keys {
+		lines = append(lines, fmt.Sprintf("| %v | %d | median | | | | %s |", k.ttl, k.partitions, secs(median(byKey[k]))))
 	}
 	t.Log("\n" + strings.Join(lines, "\n"))
 	t.Logf("load average at end: %s", loadAvg())
