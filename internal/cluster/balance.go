@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -63,6 +67,86 @@ func owner(tp TopicPartition, brokers []int32) int32 {
 		}
 	}
 	return best
+}
+
+// assign places every partition of tps on one of brokers, rendezvous
+// hashing with bounded loads: per topic, in partition order, a partition
+// goes to its highest-scoring broker that still has room. A topic's n
+// partitions over B brokers give each broker floor(n/B), and n mod B of
+// them one more, so the counts differ by at most one, as Kafka spreads a
+// topic's leaders. Every broker computes the same assignment from the same
+// partition set and brokers, in any order. Unlike plain rendezvous, a
+// joining broker can also move a few partitions between the others: only
+// leadership moves, by graceful hand-off.
+func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition]int32 {
+	out := make(map[TopicPartition]int32, len(tps))
+	if len(brokers) == 0 {
+		return out
+	}
+	byTopic := map[string][]int32{}
+	for tp := range tps {
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+	}
+	load := make(map[int32]int, len(brokers))
+	ranked := make([]int32, len(brokers))
+	for topic, parts := range byTopic {
+		slices.Sort(parts)
+		floor, extra := len(parts)/len(brokers), len(parts)%len(brokers)
+		clear(load)
+		for _, p := range parts {
+			tp := TopicPartition{Topic: topic, Partition: p}
+			copy(ranked, brokers)
+			slices.SortFunc(ranked, func(a, b int32) int {
+				sa, sb := score(tp, a), score(tp, b)
+				switch {
+				case sa != sb:
+					return cmp.Compare(sb, sa) // highest score first
+				default:
+					return cmp.Compare(b, a) // as owner breaks ties
+				}
+			})
+			for _, b := range ranked {
+				if load[b] < floor || (load[b] == floor && extra > 0) {
+					if load[b] == floor {
+						extra-- // b takes one of the n mod B extra places
+					}
+					out[tp] = b
+					load[b]++
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ownerLocked is tp's desired leader among brokers: its place in the
+// bounded-load assignment of the partitions this node wants, or plain
+// rendezvous for a partition outside that set. Assignments are cached per
+// broker set until the partition set changes. n.mu is held.
+func (n *Node) ownerLocked(tp TopicPartition, brokers []int32) int32 {
+	if _, ok := n.want[tp]; !ok {
+		return owner(tp, brokers)
+	}
+	ids := slices.Clone(brokers)
+	slices.Sort(ids)
+	var key strings.Builder
+	for _, id := range ids {
+		key.WriteString(strconv.Itoa(int(id)))
+		key.WriteByte(',')
+	}
+	a, ok := n.assigned[key.String()]
+	if !ok {
+		if len(n.assigned) >= 4 {
+			clear(n.assigned)
+		}
+		a = assign(n.want, ids)
+		n.assigned[key.String()] = a
+	}
+	if b, ok := a[tp]; ok {
+		return b
+	}
+	return -1
 }
 
 type actionKind uint8
@@ -154,7 +238,7 @@ func (n *Node) planLocked(now time.Time) []action {
 		case !n.wantsLocked(tp):
 			add(action{kind: actRelease, tp: tp, p: p, t: t})
 		case n.handoffs < maxHandoffs:
-			target := owner(tp, eligible)
+			target := n.ownerLocked(tp, eligible)
 			if target >= 0 && target != self && (!t.fallback || now.Sub(t.since) >= fallbackHold(n.cfg.LeaseTTL)) {
 				n.handoffs++
 				add(action{kind: actHandOff, tp: tp, p: p, t: t})
@@ -176,7 +260,7 @@ func (n *Node) planLocked(now time.Time) []action {
 		if !idle(p) {
 			continue
 		}
-		desired := owner(tp, live)
+		desired := n.ownerLocked(tp, live)
 		fallback := desired != self && now.Sub(p.leaderlessSince) > 2*n.cfg.LeaseTTL
 		if desired == self || fallback {
 			add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})

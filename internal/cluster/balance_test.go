@@ -43,6 +43,59 @@ func TestOwnerSpread(t *testing.T) {
 	}
 }
 
+// TestAssignBalanced: the bounded-load assignment spreads each topic's
+// partitions evenly (counts differ by at most one), does not depend on the
+// order brokers are listed in, and a fourth broker moves only part of the
+// partitions.
+func TestAssignBalanced(t *testing.T) {
+	tps := map[TopicPartition]struct{}{}
+	sizes := map[string]int{"one": 1, "six": 6, "seven": 7, "fifty": 50, "wide": 1000}
+	for topic, n := range sizes {
+		for p := range n {
+			tps[TopicPartition{topic, int32(p)}] = struct{}{}
+		}
+	}
+	for _, brokers := range [][]int32{{1}, {1, 2}, {1, 2, 3}, {5, 9, 2, 7}} {
+		a := assign(tps, brokers)
+		if len(a) != len(tps) {
+			t.Fatalf("%v: %d of %d partitions assigned", brokers, len(a), len(tps))
+		}
+		for topic, n := range sizes {
+			counts := map[int32]int{}
+			for p := range n {
+				counts[a[TopicPartition{topic, int32(p)}]]++
+			}
+			lo, hi := n, 0
+			for _, b := range brokers {
+				lo, hi = min(lo, counts[b]), max(hi, counts[b])
+			}
+			if hi-lo > 1 {
+				t.Errorf("%v: topic %s (%d partitions) spread %v", brokers, topic, n, counts)
+			}
+		}
+	}
+	a, b := assign(tps, []int32{1, 2, 3}), assign(tps, []int32{3, 1, 2})
+	for tp := range tps {
+		if a[tp] != b[tp] {
+			t.Fatalf("%v: %d or %d depending on broker order", tp, a[tp], b[tp])
+		}
+	}
+	four := assign(tps, []int32{1, 2, 3, 4})
+	moved := 0
+	for tp := range tps {
+		if a[tp] != four[tp] {
+			moved++
+		}
+	}
+	// A quarter must move to the new broker; bounded loads move some more.
+	if total := len(tps); moved < total/4 || moved > total/2 {
+		t.Errorf("%d of %d partitions moved when a fourth broker joined", moved, total)
+	}
+	if len(assign(tps, nil)) != 0 {
+		t.Error("partitions assigned to no brokers")
+	}
+}
+
 func TestKeys(t *testing.T) {
 	for _, tp := range []TopicPartition{{"orders", 0}, {"a.b-c_d", 2147483647}, {"__consumer_offsets", 49}} {
 		k := leaderKey(tp)
@@ -157,8 +210,9 @@ func TestRebalanceDelay(t *testing.T) {
 	}
 	// A leaderless partition goes to its desired owner, new or not.
 	var tp TopicPartition
+	desired := assign(c.partSet(), []int32{1, 2})
 	for _, x := range c.parts {
-		if owner(x, []int32{1, 2}) == 2 {
+		if desired[x] == 2 {
 			tp = x
 			break
 		}

@@ -24,8 +24,9 @@
 //
 // # Leadership
 //
-// The desired owner of a partition is the live broker with the highest
-// rendezvous hash of (topic, partition, broker). A node acquires a
+// The desired owner of a partition comes from rendezvous hashing of
+// (topic, partition, broker) with bounded loads, so each topic's leaders
+// are spread evenly over the live brokers (assign). A node acquires a
 // leaderless partition it is the desired owner of in two compare-guarded
 // transactions (meta.Leaser attaches every put of a session transaction to
 // the lease, and the epoch key must outlive it):

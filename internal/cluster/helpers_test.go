@@ -361,12 +361,22 @@ func (c *testCluster) settled(nodes []*testNode, dead ...*testNode) error {
 			return fmt.Errorf("broker %d: Brokers() = %v, want %v", tn.id, got, ids)
 		}
 	}
+	desired := assign(c.partSet(), ids)
 	for _, tp := range c.parts {
-		if want, got := owner(tp, ids), leaderOf(nodes, tp); got != want {
+		if want, got := desired[tp], leaderOf(nodes, tp); got != want {
 			return fmt.Errorf("%v on broker %d, want %d", tp, got, want)
 		}
 	}
 	return nil
+}
+
+// partSet is c.parts as the set a node is given.
+func (c *testCluster) partSet() map[TopicPartition]struct{} {
+	set := make(map[TopicPartition]struct{}, len(c.parts))
+	for _, tp := range c.parts {
+		set[tp] = struct{}{}
+	}
+	return set
 }
 
 func leaderOf(nodes []*testNode, tp TopicPartition) int32 {

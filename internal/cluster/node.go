@@ -97,9 +97,10 @@ type Node struct {
 	view     view
 	parts    map[TopicPartition]*part
 	want     map[TopicPartition]struct{}
-	owned    map[TopicPartition]*tenure // our leader keys in the current session
-	dropped  map[TopicPartition]*tenure // relinquished, still to release and delete
-	handoffs int                        // graceful hand-offs in flight
+	assigned map[string]map[TopicPartition]int32 // ownerLocked's cache, by broker set
+	owned    map[TopicPartition]*tenure          // our leader keys in the current session
+	dropped  map[TopicPartition]*tenure          // relinquished, still to release and delete
+	handoffs int                                 // graceful hand-offs in flight
 	ctrlBusy bool
 }
 
@@ -173,6 +174,7 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 		view:          newView(),
 		parts:         map[TopicPartition]*part{},
 		want:          map[TopicPartition]struct{}{},
+		assigned:      map[string]map[TopicPartition]int32{},
 		owned:         map[TopicPartition]*tenure{},
 		dropped:       map[TopicPartition]*tenure{},
 	}
@@ -288,6 +290,7 @@ func (n *Node) SetPartitions(tps []TopicPartition) {
 	}
 	n.mu.Lock()
 	n.want = want
+	clear(n.assigned)
 	for tp, p := range n.parts {
 		if _, ok := want[tp]; !ok {
 			p.leaderlessSince = time.Time{}
