@@ -58,7 +58,7 @@ type Handler interface {
 const (
 	// maxActions bounds the partitions processed (acquired, handed off,
 	// checked) at once.
-	maxActions = 8
+	maxActions = 32
 	// maxHandoffs bounds graceful hand-offs in flight, so that a joining
 	// broker receives partitions a few at a time.
 	maxHandoffs = 4

@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Server is one embedded etcd member. Stop, Start and Restart are for
@@ -107,7 +109,11 @@ func (s *Server) start() error {
 	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Only DPanic and above reach stderr: etcd's zap Fatal exits the test
+	// process (os.Exit(1), even from a Nop logger), and its message is then
+	// the only clue.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zapcore.DPanicLevel)))
 	// Fast ticks: a quick election at start and a 1 s minimum lease TTL
 	// (etcd's minimum is 1.5 election timeouts, rounded up to seconds).
 	cfg.TickMs = 10
