@@ -311,8 +311,9 @@ func logTable(t *testing.T, title string, rows []benchRow) {
 }
 
 // TestClusterFiguresLatencyThroughput compares cluster mode (three brokers
-// over etcd and the local S3 server) with single-node mode (one broker on
-// local disk) in the same run, with the same workload: one producer,
+// over etcd and the local S3 server, and a one-broker cluster) with
+// single-node mode (one broker on local disk) in the same run, with the
+// same workload: one producer,
 // acks=all, idempotent, 100 B records, 6 partitions; unlimited for
 // throughput and at a fixed 5 MB/s for latency. Runs alternate between the
 // two modes, so drift in the machine's load hits both alike.
@@ -321,11 +322,15 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	t.Logf("load average at start: %s", loadAvg())
 	c := testcluster.Start(t, testcluster.Options{Brokers: 3})
 	keepLogs(t, c)
+	c1 := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	keepLogs(t, c1)
 	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), "--admin-listen", "127.0.0.1:0")
 	targets := []*target{
 		newTarget(t, "cluster (3 brokers, S3)", c.Addrs()),
 		newTarget(t, "single node (local disk)", []string{single.Addr()}),
+		newTarget(t, "cluster (1 broker, S3)", c1.Addrs()),
 	}
+	clusters := []*testcluster.Cluster{c, nil, c1} // per target, for the stage histograms
 	cfg := figBenchConfig(6, 1)
 	for _, tg := range targets {
 		tg.calibrate(t, cfg)
@@ -345,13 +350,13 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	for run := 1; run <= figRuns; run++ {
 		for i, tg := range targets {
 			var before map[string]*histo
-			if i == 0 {
-				before = scrapeStages(t, c)
+			if clusters[i] != nil {
+				before = scrapeStages(t, clusters[i])
 			}
 			row := rowOf(fmt.Sprint(run), tg.measure(t, rcfg))
 			t.Logf("%g MB/s, %s, run %d: %s", figRateMBps, tg.name, run, row)
-			if i == 0 {
-				logStages(t, fmt.Sprintf("%g MB/s run %d", figRateMBps, run), before, scrapeStages(t, c))
+			if clusters[i] != nil {
+				logStages(t, fmt.Sprintf("%s, %g MB/s run %d", tg.name, figRateMBps, run), before, scrapeStages(t, clusters[i]))
 			}
 			rated[i] = append(rated[i], row)
 		}
