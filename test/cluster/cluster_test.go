@@ -365,16 +365,27 @@ func TestClusterGroupConsumersDuringKills(t *testing.T) {
 	ld.killEach(t)
 	close(ld.stop)
 	<-ld.done
-	l := ld.l
-	l.mu.Lock()
+	waitConsumed(t, 2*time.Minute, &seen, ld.l)
+	close(stopConsumers)
+	wg.Wait()
+	checkLog(t, ld.c.Addrs(), "grouped", ld.l)
+}
+
+// waitConsumed waits until consumers recorded in seen every record the
+// producers behind logs had acknowledged.
+func waitConsumed(t *testing.T, timeout time.Duration, seen *sync.Map, logs ...*loadLog) {
+	t.Helper()
 	var want []string
-	for p, seqs := range l.acked {
-		for _, s := range seqs {
-			want = append(want, fmt.Sprintf("p%d-%d", p, s))
+	for _, l := range logs {
+		l.mu.Lock()
+		for p, seqs := range l.acked {
+			for _, s := range seqs {
+				want = append(want, fmt.Sprintf("%s%d-%d", l.prefix, p, s))
+			}
 		}
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
-	testbroker.Eventually(t, 2*time.Minute, "group consumed every acknowledged record", func() error {
+	testbroker.Eventually(t, timeout, "group consumed every acknowledged record", func() error {
 		missing := 0
 		for _, v := range want {
 			if _, ok := seen.Load(v); !ok {
@@ -386,9 +397,6 @@ func TestClusterGroupConsumersDuringKills(t *testing.T) {
 		}
 		return nil
 	})
-	close(stopConsumers)
-	wg.Wait()
-	checkLog(t, ld.c.Addrs(), "grouped", l)
 }
 
 // TestClusterObjectStoreOutage: the S3 server is stopped for 10 seconds under

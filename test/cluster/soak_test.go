@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluice-mq/sluice/internal/testbroker"
 	"github.com/sluice-mq/sluice/internal/testcluster"
 )
 
@@ -98,28 +96,7 @@ func TestClusterSoak(t *testing.T) {
 	<-done2
 	close(ld.stop)
 	<-ld.done
-	var want []string
-	for _, l := range []*loadLog{ld.l, other} {
-		l.mu.Lock()
-		for p, seqs := range l.acked {
-			for _, s := range seqs {
-				want = append(want, fmt.Sprintf("%s%d-%d", l.prefix, p, s))
-			}
-		}
-		l.mu.Unlock()
-	}
-	testbroker.Eventually(t, 3*time.Minute, "group consumed every acknowledged record", func() error {
-		missing := 0
-		for _, v := range want {
-			if _, ok := seen.Load(v); !ok {
-				missing++
-			}
-		}
-		if missing > 0 {
-			return fmt.Errorf("%d of %d acknowledged records not consumed yet", missing, len(want))
-		}
-		return nil
-	})
+	waitConsumed(t, 3*time.Minute, &seen, ld.l, other)
 	close(stopConsumers)
 	wg.Wait()
 	checkLog(t, ld.c.Addrs(), topic, ld.l)
