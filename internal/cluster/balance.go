@@ -120,14 +120,25 @@ func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition
 	return out
 }
 
-// ownerLocked is tp's desired leader among brokers: its place in the
-// bounded-load assignment of the partitions this node wants, or plain
-// rendezvous for a partition outside that set. Assignments are cached per
-// broker set until the partition set changes. n.mu is held.
-func (n *Node) ownerLocked(tp TopicPartition, brokers []int32) int32 {
-	if _, ok := n.want[tp]; !ok {
-		return owner(tp, brokers)
+// placement is the desired leaders of the partitions a node wants, over
+// one set of brokers.
+type placement struct {
+	brokers []int32
+	of      map[TopicPartition]int32
+}
+
+// owner is tp's desired leader: its place in the bounded-load assignment,
+// or plain rendezvous for a partition outside the wanted set.
+func (pl placement) owner(tp TopicPartition) int32 {
+	if b, ok := pl.of[tp]; ok {
+		return b
 	}
+	return owner(tp, pl.brokers)
+}
+
+// placementLocked is the assignment of the wanted partitions over brokers,
+// cached per broker set until the partition set changes. n.mu is held.
+func (n *Node) placementLocked(brokers []int32) placement {
 	ids := slices.Clone(brokers)
 	slices.Sort(ids)
 	var key strings.Builder
@@ -143,10 +154,7 @@ func (n *Node) ownerLocked(tp TopicPartition, brokers []int32) int32 {
 		a = assign(n.want, ids)
 		n.assigned[key.String()] = a
 	}
-	if b, ok := a[tp]; ok {
-		return b
-	}
-	return -1
+	return placement{brokers: ids, of: a}
 }
 
 type actionKind uint8
@@ -211,6 +219,7 @@ func (n *Node) planLocked(now time.Time) []action {
 			eligible = append(eligible, id)
 		}
 	}
+	livePl, eligiblePl := n.placementLocked(live), n.placementLocked(eligible)
 	var acts []action
 	add := func(a action) {
 		a.p.busy = true
@@ -238,7 +247,7 @@ func (n *Node) planLocked(now time.Time) []action {
 		case !n.wantsLocked(tp):
 			add(action{kind: actRelease, tp: tp, p: p, t: t})
 		case n.handoffs < maxHandoffs:
-			target := n.ownerLocked(tp, eligible)
+			target := eligiblePl.owner(tp)
 			if target >= 0 && target != self && (!t.fallback || now.Sub(t.since) >= fallbackHold(n.cfg.LeaseTTL)) {
 				n.handoffs++
 				add(action{kind: actHandOff, tp: tp, p: p, t: t})
@@ -260,7 +269,7 @@ func (n *Node) planLocked(now time.Time) []action {
 		if !idle(p) {
 			continue
 		}
-		desired := n.ownerLocked(tp, live)
+		desired := livePl.owner(tp)
 		fallback := desired != self && now.Sub(p.leaderlessSince) > 2*n.cfg.LeaseTTL
 		if desired == self || fallback {
 			add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})

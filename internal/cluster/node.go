@@ -97,7 +97,7 @@ type Node struct {
 	view     view
 	parts    map[TopicPartition]*part
 	want     map[TopicPartition]struct{}
-	assigned map[string]map[TopicPartition]int32 // ownerLocked's cache, by broker set
+	assigned map[string]map[TopicPartition]int32 // placementLocked's cache, by broker set
 	owned    map[TopicPartition]*tenure          // our leader keys in the current session
 	dropped  map[TopicPartition]*tenure          // relinquished, still to release and delete
 	handoffs int                                 // graceful hand-offs in flight
