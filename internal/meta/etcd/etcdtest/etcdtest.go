@@ -37,7 +37,6 @@ type Server struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{}
-	tb.Cleanup(s.Stop)
 	// Free ports are picked and released before etcd binds them, so another
 	// process can take one in between: then try again on new ports and a
 	// fresh directory.
@@ -45,6 +44,11 @@ func Start(tb testing.TB) *Server {
 	for range 5 {
 		s.dir, s.clientURL, s.peerURL = tb.TempDir(), UnusedURL(tb), UnusedURL(tb)
 		if err = s.start(); err == nil {
+			// Registered after TempDir, so it runs first: etcd stops
+			// before its directory is removed. (The other way round, a
+			// running etcd found its directory gone and exited the test
+			// process.)
+			tb.Cleanup(s.Stop)
 			return s
 		}
 	}
@@ -108,6 +112,9 @@ func (s *Server) start() error {
 	cfg.ListenPeerUrls = []url.URL{s.peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// No purging of old snapshot and WAL files: a test's etcd is short-lived,
+	// and a purge that fails is fatal to the whole process.
+	cfg.MaxSnapFiles, cfg.MaxWalFiles = 0, 0
 	cfg.LogLevel = "error"
 	// Only DPanic and above reach stderr: etcd's zap Fatal exits the test
 	// process (os.Exit(1), even from a Nop logger), and its message is then
