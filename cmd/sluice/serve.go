@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,6 +47,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
+	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (0: the runtime's); higher uses more memory for shorter latency tails"},
 }
 
 func serveCommand() *cobra.Command {
@@ -76,6 +78,9 @@ func serveCommand() *cobra.Command {
 				return err
 			}
 			logger := newLogger(cfg)
+			if cfg.GCPercent > 0 {
+				debug.SetGCPercent(int(cfg.GCPercent))
+			}
 			ctx := cmd.Context()
 			srv, err := server.Start(ctx, cfg, logger)
 			if err != nil {

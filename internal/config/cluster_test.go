@@ -190,3 +190,17 @@ func etcdEqual(a, b Etcd) bool {
 	return slices.Equal(a.Endpoints, b.Endpoints) && a.Prefix == b.Prefix && a.DialTimeout == b.DialTimeout &&
 		a.Username == b.Username && a.Password == b.Password
 }
+
+func TestGCPercent(t *testing.T) {
+	c := Default()
+	if err := c.Set("gc_percent", "400"); err != nil || c.GCPercent != 400 {
+		t.Fatalf("Set(gc_percent, 400): %v, %d", err, c.GCPercent)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.GCPercent = 5
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "gc_percent") {
+		t.Fatalf("gc_percent 5: %v", err)
+	}
+}

@@ -181,6 +181,11 @@ type Config struct {
 
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"` // text or json
+
+	// GCPercent, when set, is the Go garbage collector's target (as
+	// GOGC): higher trades memory for fewer collections, which shortens
+	// latency tails. 0 leaves the runtime's setting (GOGC, default 100).
+	GCPercent int32 `yaml:"gc_percent"`
 }
 
 // Default returns the built-in defaults.
@@ -339,6 +344,9 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		return bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	if c.GCPercent != 0 && (c.GCPercent < 10 || c.GCPercent > 10000) {
+		return bad("gc_percent", "must be 0 (runtime default) or 10..10000, got %d", c.GCPercent)
 	}
 	return nil
 }

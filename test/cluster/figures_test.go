@@ -26,6 +26,10 @@ import (
 // nothing about speed. They run only with SLUICE_CLUSTER_FIGURES=1.
 const figuresEnv = "SLUICE_CLUSTER_FIGURES"
 
+// figuresArgsEnv holds extra serve flags for every broker of the latency
+// comparison, for experiments, e.g. "--gc-percent 400".
+const figuresArgsEnv = "SLUICE_FIGURES_BROKER_ARGS"
+
 const (
 	// figLoad is how long a measured bench run produces for: unlimited
 	// runs are sized in records from the previous run's rate.
@@ -320,11 +324,15 @@ func logTable(t *testing.T, title string, rows []benchRow) {
 func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	skipUnlessFigures(t)
 	t.Logf("load average at start: %s", loadAvg())
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3})
+	extra := strings.Fields(os.Getenv(figuresArgsEnv))
+	if len(extra) > 0 {
+		t.Logf("extra broker flags (%s): %v", figuresArgsEnv, extra)
+	}
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ExtraArgs: extra})
 	keepLogs(t, c)
-	c1 := testcluster.Start(t, testcluster.Options{Brokers: 1})
+	c1 := testcluster.Start(t, testcluster.Options{Brokers: 1, ExtraArgs: extra})
 	keepLogs(t, c1)
-	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), "--admin-listen", "127.0.0.1:0")
+	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), append([]string{"--admin-listen", "127.0.0.1:0"}, extra...)...)
 	targets := []*target{
 		newTarget(t, "cluster (3 brokers, S3)", c.Addrs()),
 		newTarget(t, "single node (local disk)", []string{single.Addr()}),
