@@ -101,6 +101,25 @@ func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 	return e
 }
 
+// ledTopic creates topic "t" with n partitions on e and makes e (holding
+// leases l) their leader at epoch 1.
+func ledTopic(t *testing.T, e *Engine, l *leases, n int32) []*Partition {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.CreateTopic(ctx, "t", n, nil); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]*Partition, n)
+	for i := int32(0); i < n; i++ {
+		l.take(t, "t", i, 1)
+		if err := e.Acquire(ctx, "t", i, 1); err != nil {
+			t.Fatal(err)
+		}
+		ps[i], _ = e.Partition("t", i)
+	}
+	return ps
+}
+
 // TestSharedFailover: broker A writes, broker B takes the partition over
 // (A is fenced): B serves everything A had acknowledged, A's later appends
 // fail with ErrNotLeader and never become visible, and the epoch history
@@ -190,14 +209,7 @@ func TestSharedIdempotenceAcrossFailover(t *testing.T) {
 	a := openShared(t, dir, md, la)
 	b := openShared(t, dir, md, lb)
 	ctx := context.Background()
-	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	la.take(t, "t", 0, 1)
-	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	pa, _ := a.Partition("t", 0)
+	pa := ledTopic(t, a, la, 1)[0]
 	var sent [][]byte
 	for i := 0; i < 3; i++ {
 		bt := idemBatch(t, 7, 0, int32(4*i), 4, 1000)
@@ -380,14 +392,7 @@ func TestSharedDuplicateAcrossFence(t *testing.T) {
 	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
-	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	la.take(t, "t", 0, 1)
-	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := a.Partition("t", 0)
+	p := ledTopic(t, a, la, 1)[0]
 
 	gate := make(chan struct{})
 	la.mu.Lock()
@@ -442,17 +447,7 @@ func TestSharedPartialFence(t *testing.T) {
 	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
-	if _, err := a.CreateTopic(ctx, "t", 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	ps := make([]*Partition, 3)
-	for i := int32(0); i < 3; i++ {
-		la.take(t, "t", i, 1)
-		if err := a.Acquire(ctx, "t", i, 1); err != nil {
-			t.Fatal(err)
-		}
-		ps[i], _ = a.Partition("t", i)
-	}
+	ps := ledTopic(t, a, la, 3)
 	// Hold the writer inside partition 2's flush so that the appends to
 	// partitions 0 and 1 share the next group.
 	gate := make(chan struct{})
@@ -513,18 +508,7 @@ func TestSharedRegisterTogether(t *testing.T) {
 	dir, md, la, _ := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
-	const parts = 3
-	if _, err := a.CreateTopic(ctx, "t", parts, nil); err != nil {
-		t.Fatal(err)
-	}
-	ps := make([]*Partition, parts)
-	for i := int32(0); i < parts; i++ {
-		la.take(t, "t", i, 1)
-		if err := a.Acquire(ctx, "t", i, 1); err != nil {
-			t.Fatal(err)
-		}
-		ps[i], _ = a.Partition("t", i)
-	}
+	ps := ledTopic(t, a, la, 3)
 	objects := func() int {
 		infos, err := a.store.List(ctx, objectPrefix)
 		if err != nil {
@@ -539,7 +523,7 @@ func TestSharedRegisterTogether(t *testing.T) {
 		off int64
 		err error
 	}
-	res := make([]chan result, parts)
+	res := make([]chan result, len(ps))
 	for i := range ps {
 		res[i] = make(chan result, 1)
 		n := objects()
@@ -578,14 +562,7 @@ func TestSharedWaitDurableAcrossFence(t *testing.T) {
 	dir, md, la, lb := newSharedEnv(t)
 	a := openShared(t, dir, md, la)
 	ctx := context.Background()
-	if _, err := a.CreateTopic(ctx, "t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	la.take(t, "t", 0, 1)
-	if err := a.Acquire(ctx, "t", 0, 1); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := a.Partition("t", 0)
+	p := ledTopic(t, a, la, 1)[0]
 
 	gate := make(chan struct{})
 	la.mu.Lock()
