@@ -412,7 +412,11 @@ func (w *Writer) flushOnce() {
 func (w *Writer) sinkGroup(g *Group) {
 	close(g.written)
 	start := time.Now()
-	err := w.o.Sink(g.bufs, g.items)
+	w.settleSunk(g, start, w.o.Sink(g.bufs, g.items))
+}
+
+// settleSunk settles g once its sink returned err.
+func (w *Writer) settleSunk(g *Group, start time.Time, err error) {
 	if w.o.OnWrite != nil {
 		w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
 	}
@@ -434,17 +438,7 @@ func (w *Writer) sinkGroupAsync(g *Group) {
 	close(g.written)
 	start := time.Now()
 	w.o.SinkAsync(g.bufs, g.items, func(err error) {
-		if w.o.OnWrite != nil {
-			w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
-		}
-		if err != nil {
-			g.derr = err
-		} else {
-			for _, it := range g.items {
-				w.o.OnDurable(it.Owner, it.End)
-			}
-		}
-		close(g.durable)
+		w.settleSunk(g, start, err)
 		<-w.sinkSem
 		w.sinkWG.Done()
 	})
