@@ -207,18 +207,24 @@ func checkLog(t *testing.T, seeds []string, topic string, l *loadLog) {
 
 func createTopic(t *testing.T, seeds []string, topic string) {
 	t.Helper()
-	cl := testbroker.NewClient(t, seeds[0])
-	adm := kadm.NewClient(cl)
-	testbroker.Eventually(t, time.Minute, "create topic", func() error {
+	ensureTopic(t, kadm.NewClient(testbroker.NewClient(t, seeds[0])), topic, partitions)
+	waitLeaders(t, seeds, topic)
+}
+
+// ensureTopic creates topic with n partitions, retrying while the cluster
+// cannot take it yet; a topic that already exists (an earlier attempt
+// landed) is fine.
+func ensureTopic(t *testing.T, adm *kadm.Client, topic string, n int32) {
+	t.Helper()
+	testbroker.Eventually(t, time.Minute, "create topic "+topic, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		r, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+		r, err := adm.CreateTopic(ctx, n, -1, nil, topic)
 		if err == nil && r.Err != nil && !strings.Contains(r.Err.Error(), "TOPIC_ALREADY_EXISTS") {
 			err = r.Err
 		}
 		return err
 	})
-	waitLeaders(t, seeds, topic)
 }
 
 // waitLeaders waits until every partition of topic has a live leader.

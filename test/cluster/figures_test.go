@@ -560,16 +560,7 @@ func measureFailover(t *testing.T, ttl time.Duration, run int, partitions int32)
 	seeds := c.Addrs()
 	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
-	adm := kadm.NewClient(cl)
-	testbroker.Eventually(t, time.Minute, "create topic", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
-		if err == nil && r.Err != nil && !strings.Contains(r.Err.Error(), "TOPIC_ALREADY_EXISTS") {
-			err = r.Err
-		}
-		return err
-	})
+	ensureTopic(t, kadm.NewClient(cl), topic, partitions)
 	query := func(id int32) (map[int32]int32, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
