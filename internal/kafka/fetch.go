@@ -14,6 +14,10 @@ import (
 // Fetch v4-v16. v4 is the KIP-896 floor; v7+ would open fetch sessions
 // (KIP-227): we answer session id 0, which every client treats as
 // "sessionless, send full requests"; v12+ flexible; v13+ names topics by id.
+//
+// As in Kafka, a full fetch (epoch 0 or -1) is served whatever session id
+// it names: it closes that session, and we hold none. Only an incremental
+// fetch (epoch > 0) needs a session, and none of ours exists.
 func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
 
 type fetchPart struct {
@@ -29,8 +33,9 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	byID := rc.version() >= 13
 
-	if req.SessionID != 0 {
-		// We never hand out sessions, so any id is unknown.
+	if req.SessionEpoch > 0 {
+		// An incremental fetch: we never hand out sessions, so any id is
+		// unknown.
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return done(resp)
 	}

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -101,4 +102,54 @@ func kafkagoConsume(t testing.TB, addr, topic string, n int) []rec {
 		out = append(out, rc)
 	}
 	return out
+}
+
+// TestKafkaGoClientFetch uses kafka-go's low-level Client, whose Fetch
+// names session id -1 with epoch -1: a full, sessionless fetch that Kafka
+// serves whatever session id it names.
+func TestKafkaGoClientFetch(t *testing.T) {
+	b := startBroker(t)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+	want := sampleRecords(10, sampleOpts{headers: true})
+	produceKgo(t, b.Addr(), topic, want)
+
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addr()), Transport: &kafka.Transport{}}
+	ctx := ctxFor(t, 30*time.Second)
+	res, err := cl.Fetch(ctx, &kafka.FetchRequest{
+		Topic: topic, Partition: 0, Offset: 0,
+		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("kafka-go Client.Fetch: %v", err)
+	}
+	if res.Error != nil {
+		t.Fatalf("kafka-go Client.Fetch: partition error %v", res.Error)
+	}
+	if res.HighWatermark != int64(len(want)) {
+		t.Errorf("high watermark %d, want %d", res.HighWatermark, len(want))
+	}
+	var got []rec
+	for {
+		r, err := res.Records.ReadRecord()
+		if err != nil {
+			break
+		}
+		var g rec
+		g.Key, _ = readAllBytes(r.Key)
+		g.Value, _ = readAllBytes(r.Value)
+		for _, h := range r.Headers {
+			g.Headers = append(g.Headers, hdr{h.Key, string(h.Value)})
+		}
+		got = append(got, g)
+	}
+	checkSame(t, "kafka-go Client.Fetch", want, got)
+}
+
+func readAllBytes(b kafka.Bytes) ([]byte, error) {
+	if b == nil {
+		return nil, nil
+	}
+	defer b.Close()
+	return io.ReadAll(b)
 }
