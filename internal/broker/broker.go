@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -18,6 +19,8 @@ import (
 var (
 	ErrInvalidTopic       = errors.New("broker: invalid topic name")  // INVALID_TOPIC_EXCEPTION
 	ErrInvalidReplication = errors.New("broker: invalid replication") // INVALID_REPLICATION_FACTOR
+	ErrInvalidAssignment  = errors.New("broker: invalid replica assignment") // INVALID_REPLICA_ASSIGNMENT
+	ErrInvalidRequest     = errors.New("broker: invalid request")            // INVALID_REQUEST
 	ErrPolicy             = errors.New("broker: request refused by policy")
 )
 
@@ -112,8 +115,11 @@ func ValidateTopicName(name string) error {
 type CreateTopicRequest struct {
 	Name              string
 	Partitions        int32 // -1: broker default
-	ReplicationFactor int16 // -1: broker default; only 1 is possible here
-	Assignments       int   // manual replica assignments given (count of partitions)
+	ReplicationFactor int16 // -1: broker default (1)
+	// Assignments are manual replica assignments, one broker list per
+	// partition. They fix the partition count and replication factor;
+	// leadership is still placed by the cluster.
+	Assignments [][]int32
 	Configs           map[string]string
 	ValidateOnly      bool
 }
@@ -123,12 +129,16 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 	if err := ValidateTopicName(r.Name); err != nil {
 		return log.TopicInfo{}, err
 	}
-	parts := r.Partitions
-	if r.Assignments > 0 {
-		if parts != -1 {
-			return log.TopicInfo{}, fmt.Errorf("%w: both partitions and replica assignments given", log.ErrInvalidPartitions)
+	parts, rf := r.Partitions, r.ReplicationFactor
+	if len(r.Assignments) > 0 {
+		if parts != -1 || rf != -1 {
+			return log.TopicInfo{}, fmt.Errorf("%w: both partitions or replication factor and replica assignments given; only one can be used", ErrInvalidRequest)
 		}
-		parts = int32(r.Assignments)
+		var err error
+		if rf, err = b.checkAssignments(r.Assignments); err != nil {
+			return log.TopicInfo{}, err
+		}
+		parts = int32(len(r.Assignments))
 	}
 	if parts == -1 {
 		parts = b.cfg.DefaultPartitions
@@ -139,8 +149,14 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 	if parts > 100000 {
 		return log.TopicInfo{}, fmt.Errorf("%w: %d partitions exceeds the per-topic limit of 100000", log.ErrInvalidPartitions, parts)
 	}
-	if r.ReplicationFactor != -1 && r.ReplicationFactor != 1 {
-		return log.TopicInfo{}, fmt.Errorf("%w: replication factor %d; sluice stores durability in its storage layer and accepts 1 (or -1 for the default)", ErrInvalidReplication, r.ReplicationFactor)
+	if rf == -1 {
+		rf = 1
+	}
+	if rf < 1 {
+		return log.TopicInfo{}, fmt.Errorf("%w: replication factor must be larger than 0, or -1 to use the default value", ErrInvalidReplication)
+	}
+	if live := len(b.Nodes()); int(rf) > live {
+		return log.TopicInfo{}, fmt.Errorf("%w: replication factor: %d larger than available brokers: %d", ErrInvalidReplication, rf, live)
 	}
 	if err := topicconfig.Validate(r.Configs); err != nil {
 		return log.TopicInfo{}, err
@@ -149,9 +165,61 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 		return log.TopicInfo{}, fmt.Errorf("%w: topic %q already exists", log.ErrTopicExists, r.Name)
 	}
 	if r.ValidateOnly {
-		return log.TopicInfo{Name: r.Name, Partitions: parts, Configs: r.Configs}, nil
+		return log.TopicInfo{Name: r.Name, Partitions: parts, ReplicationFactor: rf, Configs: r.Configs}, nil
 	}
-	return b.engine.CreateTopic(ctx, r.Name, parts, r.Configs)
+	return b.engine.CreateTopicRF(ctx, r.Name, parts, rf, r.Configs)
+}
+
+// checkAssignments checks manual replica assignments as Kafka does: every
+// partition lists the same number of distinct, live brokers. It returns
+// that number, the replication factor.
+func (b *Broker) checkAssignments(as [][]int32) (int16, error) {
+	for i, a := range as {
+		if len(a) == 0 {
+			return 0, fmt.Errorf("%w: partition %d has an empty replica list", ErrInvalidAssignment, i)
+		}
+		if len(a) != len(as[0]) {
+			return 0, fmt.Errorf("%w: all partitions should have the same number of replicas", ErrInvalidAssignment)
+		}
+		for j, id := range a {
+			if _, ok := b.Node(id); !ok {
+				return 0, fmt.Errorf("%w: unknown broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, i)
+			}
+			if slices.Contains(a[:j], id) {
+				return 0, fmt.Errorf("%w: duplicate broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, i)
+			}
+		}
+	}
+	return int16(len(as[0])), nil
+}
+
+// Replicas is the replica list Metadata reports for a partition led by
+// leader in a topic with replication factor rf: the leader, then rf-1
+// other live brokers, starting at a partition-dependent place so replica
+// lists spread over the cluster. Every live broker can serve a partition
+// from shared storage; the list tells clients and tools the factor the
+// topic was created with. With fewer live brokers the list is shorter.
+// With no leader (-1) it is rf live brokers.
+func (b *Broker) Replicas(partition, leader int32, rf int16) []int32 {
+	out := make([]int32, 0, max(rf, 1))
+	if leader >= 0 {
+		out = append(out, leader)
+	}
+	if len(out) >= int(rf) {
+		return out
+	}
+	nodes := b.Nodes()
+	ids := make([]int32, 0, len(nodes))
+	for _, n := range nodes {
+		if n.ID != leader {
+			ids = append(ids, n.ID)
+		}
+	}
+	slices.Sort(ids)
+	for i := 0; i < len(ids) && len(out) < int(rf); i++ {
+		out = append(out, ids[(int(partition)+i)%len(ids)])
+	}
+	return out
 }
 
 // TopicForMetadata returns the topic, auto-creating it when allowed.

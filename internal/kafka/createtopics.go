@@ -50,11 +50,16 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			fail(kerr.InvalidConfig.Code, bad)
 			continue
 		}
+		var assignments [][]int32
 		if len(rt.ReplicaAssignment) > 0 {
+			// Kafka wants partitions numbered 0..n-1, each once.
+			assignments = make([][]int32, len(rt.ReplicaAssignment))
 			for _, a := range rt.ReplicaAssignment {
-				if len(a.Replicas) != 1 || a.Replicas[0] != b.NodeID() {
-					bad = fmt.Sprintf("replica assignment for partition %d must name only broker %d", a.Partition, b.NodeID())
+				if a.Partition < 0 || int(a.Partition) >= len(assignments) || assignments[a.Partition] != nil {
+					bad = fmt.Sprintf("replica assignment partitions must be numbered 0 to %d, each once; got %d", len(assignments)-1, a.Partition)
+					break
 				}
+				assignments[a.Partition] = append([]int32{}, a.Replicas...)
 			}
 			if bad != "" {
 				fail(kerr.InvalidReplicaAssignment.Code, bad)
@@ -65,7 +70,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			Name:              rt.Topic,
 			Partitions:        rt.NumPartitions,
 			ReplicationFactor: rt.ReplicationFactor,
-			Assignments:       len(rt.ReplicaAssignment),
+			Assignments:       assignments,
 			Configs:           configs,
 			ValidateOnly:      req.ValidateOnly,
 		})
@@ -75,7 +80,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		st.TopicID = info.ID
 		st.NumPartitions = info.Partitions
-		st.ReplicationFactor = 1
+		st.ReplicationFactor = info.ReplicationFactor
 		if rc.version() >= 5 {
 			eff := topicconfig.Effective(b.TopicDefaults(), configs)
 			for _, d := range topicconfig.Defs() {

@@ -55,6 +55,10 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, broker.ErrInvalidReplication):
 		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, broker.ErrInvalidAssignment):
+		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, broker.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrUnknownBroker):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrPolicy):

@@ -47,8 +47,11 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			mp.Leader = leader
 			mp.LeaderEpoch = epoch
-			mp.Replicas = []int32{leader}
-			mp.ISR = []int32{leader}
+			mp.Replicas = b.Replicas(p, leader, t.ReplicationFactor)
+			mp.ISR = mp.Replicas
+			if !ok {
+				mp.ISR = []int32{}
+			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		mt.AuthorizedOperations = -2147483648

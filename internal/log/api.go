@@ -47,8 +47,12 @@ type TopicInfo struct {
 	Name       string
 	ID         [16]byte
 	Partitions int32
-	Configs    map[string]string // overrides only
-	Internal   bool
+	// ReplicationFactor is the factor the topic was created with (at
+	// least 1). Data is as durable as the storage layer whatever it is;
+	// it sets how many brokers Metadata lists as replicas.
+	ReplicationFactor int16
+	Configs           map[string]string // overrides only
+	Internal          bool
 }
 
 // AppendResult is the outcome of a successful Append.

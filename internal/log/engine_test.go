@@ -406,6 +406,40 @@ func TestTopicsAdmin(t *testing.T) {
 	}
 }
 
+// TestTopicReplicationFactor: the factor a topic is created with survives
+// partition and config changes and a restart; a record written without
+// one (before it was kept) reads as 1.
+func TestTopicReplicationFactor(t *testing.T) {
+	v := newEnv(t)
+	e := v.open()
+	if info, err := e.CreateTopicRF(bg, "r3", 1, 3, nil); err != nil || info.ReplicationFactor != 3 {
+		t.Fatalf("create: %+v %v", info, err)
+	}
+	if info, _ := e.CreateTopic(bg, "r1", 1, nil); info.ReplicationFactor != 1 {
+		t.Fatalf("CreateTopic's factor is %d, want 1", info.ReplicationFactor)
+	}
+	if err := e.CreatePartitions(bg, "r3", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AlterTopicConfigs(bg, "r3", map[string]string{"retention.ms": "1000"}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	e = v.restart(e)
+	if info, _ := e.Topic("r3"); info.ReplicationFactor != 3 || info.Partitions != 2 {
+		t.Fatalf("after restart: %+v", info)
+	}
+	if info, _ := e.Topic("r1"); info.ReplicationFactor != 1 {
+		t.Fatalf("after restart: %+v", info)
+	}
+	_, rec, err := decodeTopic([]byte(`{"id":"0123456789abcdef0123456789abcdef","partitions":2}`))
+	if err != nil || rec.ReplicationFactor != 0 {
+		t.Fatalf("old record: %+v %v", rec, err)
+	}
+	if got := e.newTopic("old", [16]byte{}, rec.ReplicationFactor, nil).info().ReplicationFactor; got != 1 {
+		t.Fatalf("old record's factor reads as %d, want 1", got)
+	}
+}
+
 func TestDeleteAndRecreateTopic(t *testing.T) {
 	v := newEnv(t)
 	e := v.open()

@@ -37,13 +37,19 @@ const (
 )
 
 type topicRecord struct {
-	ID         string            `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
+	ID         string `json:"id"`
+	Partitions int32  `json:"partitions"`
+	// ReplicationFactor is what the topic was created with; absent
+	// (records written before it was kept) means 1.
+	ReplicationFactor int16             `json:"replication_factor,omitempty"`
+	Configs           map[string]string `json:"configs,omitempty"`
 }
 
-func encodeTopic(id [16]byte, partitions int32, configs map[string]string) []byte {
-	b, _ := json.Marshal(topicRecord{ID: hex.EncodeToString(id[:]), Partitions: partitions, Configs: configs})
+func encodeTopic(id [16]byte, partitions int32, rf int16, configs map[string]string) []byte {
+	if rf <= 1 {
+		rf = 0 // the default, left out
+	}
+	b, _ := json.Marshal(topicRecord{ID: hex.EncodeToString(id[:]), Partitions: partitions, ReplicationFactor: rf, Configs: configs})
 	return b
 }
 

@@ -34,7 +34,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 		if rec.Configs == nil {
 			rec.Configs = map[string]string{}
 		}
-		t := e.newTopic(name, id, rec.Configs)
+		t := e.newTopic(name, id, rec.ReplicationFactor, rec.Configs)
 		e.addPartitions(t, rec.Partitions)
 		e.topics[name] = t
 		e.byID[id] = t

@@ -1117,7 +1117,7 @@ func (e *Engine) applyTopic(name string, v []byte) {
 	}
 	// Built before taking e.mu: brokerDefaults takes it too.
 	cfg := topicconfig.Parse(e.brokerDefaults(), rec.Configs)
-	fresh := e.newTopic(name, id, rec.Configs)
+	fresh := e.newTopic(name, id, rec.ReplicationFactor, rec.Configs)
 	e.addPartitions(fresh, rec.Partitions)
 	e.mu.Lock()
 	t, ok := e.topics[name]

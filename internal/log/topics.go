@@ -16,6 +16,7 @@ import (
 type topic struct {
 	name     string
 	id       [16]byte
+	rf       int16 // replication factor, at least 1; fixed at creation
 	internal bool
 	// overrides is replaced, never mutated; guarded by Engine.mu.
 	overrides map[string]string
@@ -32,7 +33,7 @@ func (t *topic) partitions() []*Partition {
 
 func (t *topic) info() TopicInfo {
 	return TopicInfo{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions())),
-		Configs: maps.Clone(t.overrides), Internal: t.internal}
+		ReplicationFactor: t.rf, Configs: maps.Clone(t.overrides), Internal: t.internal}
 }
 
 // IsInternalTopic reports whether name is an internal topic: Kafka's
@@ -45,8 +46,8 @@ func isInternal(name string) bool {
 	return name == "__consumer_offsets" || name == "__transaction_state" || strings.HasPrefix(name, "__sluice")
 }
 
-func (e *Engine) newTopic(name string, id [16]byte, overrides map[string]string) *topic {
-	t := &topic{name: name, id: id, internal: isInternal(name), overrides: overrides}
+func (e *Engine) newTopic(name string, id [16]byte, rf int16, overrides map[string]string) *topic {
+	t := &topic{name: name, id: id, rf: max(rf, 1), internal: isInternal(name), overrides: overrides}
 	cfg := topicconfig.Parse(e.brokerDefaults(), overrides)
 	t.cfg.Store(&cfg)
 	empty := []*Partition{}
@@ -64,9 +65,16 @@ func (e *Engine) addPartitions(t *topic, total int32) []*Partition {
 	return ps[len(old):]
 }
 
-// CreateTopic creates a topic with a random v4 UUID. Name validation is the
-// caller's job.
+// CreateTopic creates a topic with a random v4 UUID and replication
+// factor 1. Name validation is the caller's job.
 func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (TopicInfo, error) {
+	return e.CreateTopicRF(ctx, name, partitions, 1, configs)
+}
+
+// CreateTopicRF is CreateTopic with the replication factor to keep (values
+// under 1 are kept as 1). Checking it against the live brokers is the
+// caller's job.
+func (e *Engine) CreateTopicRF(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
 	}
@@ -87,14 +95,14 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 	}
 	id := newUUID()
 	err := e.md.Txn(ctx, []meta.Compare{{Key: keyTopics + name, Version: 0}},
-		meta.Put(keyTopics+name, encodeTopic(id, partitions, overrides)))
+		meta.Put(keyTopics+name, encodeTopic(id, partitions, rf, overrides)))
 	if err != nil {
 		if isConflict(err) {
 			return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
 		}
 		return TopicInfo{}, fmt.Errorf("%w: create topic: %v", ErrStorage, err)
 	}
-	t := e.newTopic(name, id, overrides)
+	t := e.newTopic(name, id, rf, overrides)
 	e.addPartitions(t, partitions)
 	e.mu.Lock()
 	e.topics[name] = t
@@ -152,7 +160,7 @@ func (e *Engine) CreatePartitions(ctx context.Context, name string, total int32)
 	e.mu.RLock()
 	ov := t.overrides
 	e.mu.RUnlock()
-	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, total, ov))); err != nil {
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, total, t.rf, ov))); err != nil {
 		return fmt.Errorf("%w: create partitions: %v", ErrStorage, err)
 	}
 	e.addPartitions(t, total)
@@ -223,7 +231,7 @@ func (e *Engine) AlterTopicConfigs(ctx context.Context, name string, set map[str
 	if err := topicconfig.Validate(next); err != nil {
 		return err
 	}
-	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), next))); err != nil {
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), t.rf, next))); err != nil {
 		return fmt.Errorf("%w: alter configs: %v", ErrStorage, err)
 	}
 	cfg := topicconfig.Parse(e.brokerDefaults(), next)

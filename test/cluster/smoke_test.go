@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
@@ -14,7 +17,9 @@ import (
 )
 
 // TestClusterSmoke: a topic created through one broker is produced to and
-// read back through the cluster.
+// read back through the cluster. A topic created with replication factor 3
+// reports three distinct replicas, leader first, from every broker; a
+// factor above the live broker count is refused as Kafka refuses it.
 func TestClusterSmoke(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	seeds := c.Addrs()
@@ -36,6 +41,60 @@ func TestClusterSmoke(t *testing.T) {
 	}
 	if n != 60 {
 		t.Fatalf("read %d records, want 60", n)
+	}
+	checkReplicationFactor(t, seeds)
+}
+
+func checkReplicationFactor(t *testing.T, seeds []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...)))
+	resp, err := adm.CreateTopic(ctx, 6, int16(len(seeds)), nil, "replicated")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create with replication factor %d on %d brokers: %v %v", len(seeds), len(seeds), err, resp.Err)
+	}
+	if resp.ReplicationFactor != int16(len(seeds)) {
+		t.Errorf("CreateTopics answered replication factor %d, want %d", resp.ReplicationFactor, len(seeds))
+	}
+	// kadm returns the topic's error as err too.
+	if _, err = adm.CreateTopic(ctx, 1, int16(len(seeds)+1), nil, "overreplicated"); !errors.Is(err, kerr.InvalidReplicationFactor) {
+		t.Errorf("create with replication factor %d on %d brokers: %v, want INVALID_REPLICATION_FACTOR", len(seeds)+1, len(seeds), err)
+	}
+	for _, seed := range seeds {
+		one := kadm.NewClient(testbroker.NewClient(t, seed))
+		testbroker.Eventually(t, 30*time.Second, "replicas from "+seed, func() error {
+			md, err := one.Metadata(ctx, "replicated")
+			if err != nil {
+				return err
+			}
+			td := md.Topics["replicated"]
+			if td.Err != nil {
+				return td.Err
+			}
+			if len(td.Partitions) != 6 {
+				return fmt.Errorf("%d partitions, want 6", len(td.Partitions))
+			}
+			for _, p := range td.Partitions {
+				if p.Err != nil {
+					return fmt.Errorf("partition %d: %w", p.Partition, p.Err)
+				}
+				if len(p.Replicas) != len(seeds) || p.Replicas[0] != p.Leader {
+					return fmt.Errorf("partition %d: leader %d, replicas %v; want %d replicas, leader first", p.Partition, p.Leader, p.Replicas, len(seeds))
+				}
+				seen := map[int32]bool{}
+				for _, r := range p.Replicas {
+					if seen[r] {
+						return fmt.Errorf("partition %d: replicas %v repeat a broker", p.Partition, p.Replicas)
+					}
+					seen[r] = true
+				}
+				if len(p.ISR) != len(p.Replicas) {
+					return fmt.Errorf("partition %d: isr %v, replicas %v", p.Partition, p.ISR, p.Replicas)
+				}
+			}
+			return nil
+		})
 	}
 }
 

@@ -183,6 +183,48 @@ func TestRefusals(t *testing.T) {
 		wantCode(t, "create with replication factor 3", errCode(resp.Err), kerr.InvalidReplicationFactor)
 	})
 
+	t.Run("create with replication factor 0: INVALID_REPLICATION_FACTOR", func(t *testing.T) {
+		resp, err := createTopicResp(t, adm, 1, 0, nil, topicName(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "create with replication factor 0", errCode(resp.Err), kerr.InvalidReplicationFactor)
+	})
+
+	t.Run("manual replica assignments", func(t *testing.T) {
+		br := seed(t, b.Addr())
+		create := func(name string, parts, rf int32, assign map[int32][]int32) kmsg.CreateTopicsResponseTopic {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.TimeoutMillis = 10000
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic = name
+			rt.NumPartitions = parts
+			rt.ReplicationFactor = int16(rf)
+			for p, rs := range assign {
+				a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+				a.Partition = p
+				a.Replicas = rs
+				rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+			}
+			req.Topics = append(req.Topics, rt)
+			return request[*kmsg.CreateTopicsResponse](t, br, req).Topics[0]
+		}
+		node := request[*kmsg.MetadataResponse](t, br, kmsg.NewPtrMetadataRequest()).Brokers[0].NodeID
+		ok := create(topicName(t)+"-ok", -1, -1, map[int32][]int32{0: {node}, 1: {node}})
+		wantCode(t, "assignment naming this broker", ok.ErrorCode, nil)
+		if ok.NumPartitions != 2 || ok.ReplicationFactor != 1 {
+			t.Errorf("assignment of 2 partitions on one broker: created %d partitions, factor %d", ok.NumPartitions, ok.ReplicationFactor)
+		}
+		r := create(topicName(t)+"-unknown", -1, -1, map[int32][]int32{0: {node + 100}})
+		wantCode(t, "assignment naming a missing broker", r.ErrorCode, kerr.InvalidReplicaAssignment)
+		r = create(topicName(t)+"-dup", -1, -1, map[int32][]int32{0: {node, node}})
+		wantCode(t, "assignment repeating a broker", r.ErrorCode, kerr.InvalidReplicaAssignment)
+		r = create(topicName(t)+"-gap", -1, -1, map[int32][]int32{0: {node}, 2: {node}})
+		wantCode(t, "assignment skipping partition 1", r.ErrorCode, kerr.InvalidReplicaAssignment)
+		r = create(topicName(t)+"-both", 1, -1, map[int32][]int32{0: {node}})
+		wantCode(t, "assignment with a partition count", r.ErrorCode, kerr.InvalidRequest)
+	})
+
 	t.Run("create partitions to fewer: INVALID_PARTITIONS", func(t *testing.T) {
 		resp, err := adm.UpdatePartitions(ctx, 1, topic)
 		if err != nil {
