@@ -17,8 +17,8 @@ import (
 
 // Errors returned by broker policy checks.
 var (
-	ErrInvalidTopic       = errors.New("broker: invalid topic name")  // INVALID_TOPIC_EXCEPTION
-	ErrInvalidReplication = errors.New("broker: invalid replication") // INVALID_REPLICATION_FACTOR
+	ErrInvalidTopic       = errors.New("broker: invalid topic name")         // INVALID_TOPIC_EXCEPTION
+	ErrInvalidReplication = errors.New("broker: invalid replication")        // INVALID_REPLICATION_FACTOR
 	ErrInvalidAssignment  = errors.New("broker: invalid replica assignment") // INVALID_REPLICA_ASSIGNMENT
 	ErrInvalidRequest     = errors.New("broker: invalid request")            // INVALID_REQUEST
 	ErrPolicy             = errors.New("broker: request refused by policy")
@@ -119,9 +119,9 @@ type CreateTopicRequest struct {
 	// Assignments are manual replica assignments, one broker list per
 	// partition. They fix the partition count and replication factor;
 	// leadership is still placed by the cluster.
-	Assignments [][]int32
-	Configs           map[string]string
-	ValidateOnly      bool
+	Assignments  [][]int32
+	Configs      map[string]string
+	ValidateOnly bool
 }
 
 // CreateTopic validates and (unless ValidateOnly) creates a topic.
