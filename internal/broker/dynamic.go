@@ -39,6 +39,10 @@ type BrokerConfig struct {
 	Value    string
 	Source   Source
 	ReadOnly bool
+	// Type is Kafka's ConfigType, or 0 (unknown) where a topic config
+	// definition supplies it.
+	Type topicconfig.Type
+	Doc  string
 	// Synonyms are the layers below Source that also define it, highest
 	// first (for DescribeConfigs include_synonyms).
 	Synonyms []BrokerConfig
@@ -207,7 +211,8 @@ func (b *Broker) BrokerConfigs() []BrokerConfig {
 	maps.Copy(static, b.cfg.Static)
 	var out []BrokerConfig
 	for k, v := range static {
-		out = append(out, BrokerConfig{Name: k, Value: v, Source: SourceStaticBroker, ReadOnly: true})
+		d := staticDocs[k]
+		out = append(out, BrokerConfig{Name: k, Value: v, Source: SourceStaticBroker, ReadOnly: true, Type: d.typ, Doc: d.doc})
 	}
 	b.dynMu.RLock()
 	node := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))]
@@ -234,4 +239,21 @@ func (b *Broker) BrokerConfigs() []BrokerConfig {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// staticDocs describe the read-only broker configs DescribeConfigs lists.
+var staticDocs = map[string]struct {
+	typ topicconfig.Type
+	doc string
+}{
+	"broker.id":                                {topicconfig.TypeInt, "This broker's node id (node_id in the sluice config)."},
+	"node.id":                                  {topicconfig.TypeInt, "This broker's node id (node_id in the sluice config)."},
+	"num.partitions":                           {topicconfig.TypeInt, "Partitions of auto-created topics and of CreateTopics asking for -1 (default_partitions)."},
+	"auto.create.topics.enable":                {topicconfig.TypeBoolean, "Whether a Metadata or Produce request for an unknown topic creates it (auto_create_topics)."},
+	"default.replication.factor":               {topicconfig.TypeShort, "Replication factor of topics created with -1. Durability comes from the storage layer whatever the factor."},
+	"offsets.topic.replication.factor":         {topicconfig.TypeShort, "Replication factor reported for __consumer_offsets; durability comes from the storage layer."},
+	"transaction.state.log.replication.factor": {topicconfig.TypeShort, "Replication factor reported for __transaction_state; durability comes from the storage layer."},
+	"socket.request.max.bytes":                 {topicconfig.TypeInt, "Largest request frame the broker reads (max_request_bytes)."},
+	"log.dirs":                                 {topicconfig.TypeString, "Directory of the WAL and, in single-node mode, of objects and metadata (data_dir)."},
+	"log.retention.check.interval.ms":          {topicconfig.TypeLong, "How often retention, compaction and garbage collection run (retention_check_interval)."},
 }

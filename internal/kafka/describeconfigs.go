@@ -91,8 +91,16 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				c.Source = kmsg.ConfigSource(bc.Source)
 				c.IsDefault = bc.Source == broker.SourceDefault
 				c.ConfigType = kmsg.ConfigTypeString
+				doc := bc.Doc
 				if d, ok := brokerKeyDef(bc.Name); ok {
 					c.ConfigType = kmsg.ConfigType(d.Type)
+					doc = "Broker-wide default of the topic config " + d.Name + ". " + d.Doc
+				}
+				if bc.Type != 0 {
+					c.ConfigType = kmsg.ConfigType(bc.Type)
+				}
+				if req.IncludeDocumentation && doc != "" {
+					c.Documentation = &doc
 				}
 				if req.IncludeSynonyms {
 					for _, l := range bc.Synonyms {

@@ -159,8 +159,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		TopicDefaults:     cfg.TopicDefaults,
 		DataDir:           cfg.DataDir,
 		Static: map[string]string{
-			"socket.request.max.bytes": strconv.Itoa(int(cfg.MaxRequestBytes)),
-			"log.dirs":                 cfg.DataDir,
+			"socket.request.max.bytes":        strconv.Itoa(int(cfg.MaxRequestBytes)),
+			"log.dirs":                        cfg.DataDir,
+			"log.retention.check.interval.ms": strconv.FormatInt(cfg.RetentionCheckInterval.Milliseconds(), 10),
 		},
 		Topology: topologyFor(glue),
 	}, engine, md, logger.With("component", "broker"))

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
 // TestDynamicBrokerConfigs: a cluster-wide message.max.bytes set through
@@ -106,4 +110,45 @@ func noCompressionClient(t testing.TB, addr string) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// TestDescribeConfigsDocumentation: DescribeConfigs with
+// include_documentation gives every topic and broker config a type and a
+// description, as Kafka does (sarama's admin tests ask for both).
+func TestDescribeConfigsDocumentation(t *testing.T) {
+	b := startBroker(t)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+	br := seed(t, b.Addr())
+	node := request[*kmsg.MetadataResponse](t, br, kmsg.NewPtrMetadataRequest()).Brokers[0].NodeID
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeDocumentation = true
+	req.IncludeSynonyms = true
+	for _, r := range []struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}{{kmsg.ConfigResourceTypeTopic, topic}, {kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(node))}} {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType = r.typ
+		rr.ResourceName = r.name
+		req.Resources = append(req.Resources, rr)
+	}
+	resp := request[*kmsg.DescribeConfigsResponse](t, br, req)
+	if len(resp.Resources) != 2 {
+		t.Fatalf("%d resources in the answer, want 2", len(resp.Resources))
+	}
+	for _, res := range resp.Resources {
+		wantCode(t, "DescribeConfigs "+res.ResourceName, res.ErrorCode, nil)
+		if len(res.Configs) < 5 {
+			t.Errorf("%s: only %d configs", res.ResourceName, len(res.Configs))
+		}
+		for _, c := range res.Configs {
+			if c.ConfigType == kmsg.ConfigTypeUnknown {
+				t.Errorf("%s: config %s has no type", res.ResourceName, c.Name)
+			}
+			if c.Documentation == nil || *c.Documentation == "" {
+				t.Errorf("%s: config %s has no documentation", res.ResourceName, c.Name)
+			}
+		}
+	}
 }
