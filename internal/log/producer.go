@@ -1,11 +1,13 @@
 package log
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -475,4 +477,39 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 		return 0, nil, ts, errBadProducerSnapshot
 	}
 	return upTo, ps, ts, nil
+}
+
+// ProducerInfo is one producer's state in a partition, as DescribeProducers
+// reports it.
+type ProducerInfo struct {
+	ProducerID    int64
+	Epoch         int16
+	LastSequence  int32 // -1 when no batch of the current epoch is held
+	LastTimestamp int64 // -1 when unknown
+	// CurrentTxnStartOffset is the first offset of the producer's open
+	// transaction in this partition, or -1.
+	CurrentTxnStartOffset int64
+}
+
+// Producers lists the partition's active producers (those whose state has
+// not expired), by producer id.
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]ProducerInfo, 0, len(p.producers))
+	for pid, pe := range p.producers {
+		pi := ProducerInfo{ProducerID: pid, Epoch: pe.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1}
+		if pe.n > 0 {
+			pi.LastSequence = pe.newest().lastSeq
+		}
+		if ts := pe.lastTS(); ts > 0 {
+			pi.LastTimestamp = ts
+		}
+		if off, ok := p.txns.ongoing[pid]; ok {
+			pi.CurrentTxnStartOffset = off
+		}
+		out = append(out, pi)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
 }
