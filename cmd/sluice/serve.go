@@ -21,6 +21,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"advertised-addr", "advertised_addr", "host:port clients are told to connect to"},
 	{"admin-listen", "admin_listen", "HTTP address for /metrics and /healthz (empty: off)"},
 	{"node-id", "node_id", "this broker's node id"},
+	{"rack", "rack", "this broker's rack, reported to clients (Kafka's broker.rack)"},
 	{"cluster-id", "cluster_id", "cluster id (generated on first start when empty)"},
 	{"default-partitions", "default_partitions", "partitions for auto-created topics and CreateTopics with -1"},
 	{"auto-create-topics", "auto_create_topics", "create unknown topics on first metadata request (true/false)"},

@@ -30,6 +30,7 @@ type Config struct {
 	ClusterID         string
 	AdvertisedHost    string
 	AdvertisedPort    int32
+	Rack              string
 	AutoCreateTopics  bool
 	DefaultPartitions int32
 	// TopicDefaults are broker-level topic config defaults (topic key names).

@@ -26,7 +26,7 @@ func (b *Broker) Nodes() []Node {
 		return b.cfg.Topology.Nodes()
 	}
 	host, port := b.Advertised()
-	return []Node{{ID: b.cfg.NodeID, Host: host, Port: port}}
+	return []Node{{ID: b.cfg.NodeID, Host: host, Port: port, Rack: b.cfg.Rack}}
 }
 
 // Node looks up a live broker by id.

@@ -148,6 +148,9 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// NodeID is this broker's id.
 	NodeID int32 `yaml:"node_id"`
+	// Rack is this broker's rack (Kafka's broker.rack), reported in
+	// Metadata and DescribeCluster; empty means none.
+	Rack string `yaml:"rack"`
 	// ClusterID is reported in Metadata; empty means generated once and kept.
 	ClusterID string `yaml:"cluster_id"`
 

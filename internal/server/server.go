@@ -151,6 +151,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	b := broker.New(broker.Config{
 		NodeID:            cfg.NodeID,
+		Rack:              cfg.Rack,
 		ClusterID:         clusterID,
 		AdvertisedHost:    host,
 		AdvertisedPort:    port,
@@ -245,8 +246,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	if glue != nil {
 		glue.engine, glue.groups, glue.txns = engine, groups, txns
-		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port}
-		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port,
+		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack}
+		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack,
 			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger.With("component", "cluster")}, glue)
 		if err != nil {
 			s.Close()

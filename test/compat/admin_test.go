@@ -17,7 +17,7 @@ import (
 // TestAdmin exercises the admin APIs through kadm (and raw kmsg where kadm
 // has no wrapper) and checks their effects through other APIs.
 func TestAdmin(t *testing.T) {
-	b := startBroker(t, testbroker.WithAutoCreateTopics(false))
+	b := startBroker(t, testbroker.WithAutoCreateTopics(false), testbroker.WithConfig(func(c *config.Config) { c.Rack = "rack-a" }))
 	adm := newAdmin(t, b.Addr())
 	br := seed(t, b.Addr())
 	ctx := ctxFor(t, 2*time.Minute)
@@ -264,6 +264,12 @@ func TestAdmin(t *testing.T) {
 		}
 		if resp.ControllerID != resp.Brokers[0].NodeID {
 			t.Errorf("controller %d is not the only broker %d", resp.ControllerID, resp.Brokers[0].NodeID)
+		}
+		if r := resp.Brokers[0].Rack; r == nil || *r != "rack-a" {
+			t.Errorf("DescribeCluster broker rack %v, want rack-a", r)
+		}
+		if r := md.Brokers[0].Rack; r == nil || *r != "rack-a" {
+			t.Errorf("Metadata broker rack %v, want rack-a", r)
 		}
 	})
 
