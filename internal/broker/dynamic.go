@@ -48,7 +48,7 @@ type BrokerConfig struct {
 	Synonyms []BrokerConfig
 }
 
-func dynKey(scope string) string { return "/broker/configs/" + scope }
+func dynKey(scope string) string { return dynPrefix + scope }
 
 // scope maps a broker resource name to its storage scope.
 func (b *Broker) scope(resource string) (string, error) {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -98,6 +100,7 @@ type pending struct {
 	start                 time.Time
 	complete              func() kmsg.Response // nil means no response (acks=0 produce)
 	apiVersionsV0Fallback bool
+	rc                    *reqCtx // nil for the ApiVersions fallback
 }
 
 // conn serves one client connection.
@@ -109,6 +112,32 @@ type conn struct {
 	wg     sync.WaitGroup
 	closed chan struct{}
 	once   sync.Once
+	// muteUntil (unix ns) holds back the next request of a client over
+	// its quota (KIP-219: the throttle applies after the response).
+	muteUntil atomic.Int64
+}
+
+// mute holds the connection's next request back for d.
+func (c *conn) mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	if until > c.muteUntil.Load() {
+		c.muteUntil.Store(until)
+	}
+}
+
+// sleep waits d, or until the connection closes; false if it closed.
+func (c *conn) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.closed:
+		return false
+	}
 }
 
 func (c *conn) close() {
@@ -136,6 +165,9 @@ func (c *conn) serve(ctx context.Context) {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.logger.Debug("closing connection", "err", err)
 			}
+			return
+		}
+		if !c.sleep(time.Until(time.Unix(0, c.muteUntil.Load()))) {
 			return
 		}
 		p, err := c.dispatch(ctx, frame)
@@ -180,7 +212,7 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 	rc := &reqCtx{ctx: ctx, hdr: hdr, conn: c}
 	start := time.Now()
 	complete := api.handle(rc, req)
-	return pending{hdr: hdr, start: start, complete: complete}, nil
+	return pending{hdr: hdr, start: start, complete: complete, rc: rc}, nil
 }
 
 // writeLoop completes pending requests in order and writes their responses.
@@ -190,6 +222,10 @@ func (c *conn) writeLoop() {
 	var buf []byte
 	for p := range c.queue {
 		if p.complete == nil {
+			if p.rc != nil && p.rc.throttle > 0 {
+				c.throttled(p, p.rc.throttle)
+				c.mute(p.rc.throttle) // acks=0: there is no response to carry it
+			}
 			continue
 		}
 		resp := p.complete()
@@ -198,6 +234,20 @@ func (c *conn) writeLoop() {
 		}
 		if resp == nil {
 			continue
+		}
+		if p.rc != nil && p.rc.throttle > 0 {
+			if sr, ok := resp.(kmsg.SetThrottleResponse); ok {
+				resp.SetVersion(p.hdr.APIVersion)
+				c.throttled(p, p.rc.throttle)
+				sr.SetThrottle(int32(min(p.rc.throttle.Milliseconds(), math.MaxInt32)))
+				if _, after := resp.(kmsg.ThrottleResponse).Throttle(); after {
+					c.mute(p.rc.throttle)
+				} else {
+					// Before KIP-219 the broker delays the response itself.
+					bw.Flush()
+					c.sleep(p.rc.throttle)
+				}
+			}
 		}
 		buf = appendResponse(buf[:0], p.hdr, resp, p.apiVersionsV0Fallback)
 		if _, err := bw.Write(buf); err != nil {
@@ -216,6 +266,11 @@ func (c *conn) writeLoop() {
 		}
 	}
 	bw.Flush()
+}
+
+// throttled counts time a client is held back for its quota.
+func (c *conn) throttled(p pending, d time.Duration) {
+	c.srv.metrics.throttled.WithLabelValues(kmsg.NameForKey(p.hdr.APIKey)).Add(d.Seconds())
 }
 
 // appendResponse frames resp: size, correlation id, header tags when the

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
@@ -57,7 +58,7 @@ func errorCode(err error) int16 {
 		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, broker.ErrInvalidAssignment):
 		return kerr.InvalidReplicaAssignment.Code
-	case errors.Is(err, broker.ErrInvalidRequest):
+	case errors.Is(err, broker.ErrInvalidRequest), errors.Is(err, quota.ErrInvalid):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrUnknownBroker):
 		return kerr.InvalidRequest.Code

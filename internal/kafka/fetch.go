@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/quota"
 )
 
 // Fetch v4-v16. v4 is the KIP-896 floor; v7+ would open fetch sessions
@@ -81,7 +82,8 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	readCommitted := req.IsolationLevel == 1
-	return func() kmsg.Response {
+	var sent int // bytes of records in the answer, for the consumer quota
+	complete := func() kmsg.Response {
 		deadline := time.Now().Add(maxWait)
 		var timer *time.Timer
 		defer func() {
@@ -97,6 +99,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				waits[i] = parts[i].p.Wait()
 			}
 			n, errs := readFetch(rc, req, resp, parts, readCommitted)
+			sent = n
 			remaining := time.Until(deadline)
 			if hasError || errs || n >= int(req.MinBytes) || remaining <= 0 || len(parts) == 0 {
 				return resp
@@ -114,6 +117,13 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				return resp
 			}
 		}
+	}
+	return func() kmsg.Response {
+		r := complete()
+		if r != nil {
+			rc.chargeQuota(quota.ConsumerByteRate, sent)
+		}
+		return r
 	}
 }
 

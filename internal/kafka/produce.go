@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -94,6 +95,14 @@ func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+
+	size := 0
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			size += len(rp.Records)
+		}
+	}
+	rc.chargeQuota(quota.ProducerByteRate, size)
 
 	// Append every partition of this request before reading the next
 	// request from the connection: that keeps per-partition order across

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -22,7 +23,14 @@ type Config struct {
 	// MaxRequestBytes bounds one request frame; larger frames close the
 	// connection (Kafka's socket.request.max.bytes).
 	MaxRequestBytes int32
+	// Quotas holds the client quotas and enforces them on produce and
+	// fetch traffic; nil disables client quotas.
+	Quotas *quota.Manager
 }
+
+// principal is the user every client is, without authentication: Kafka's
+// ANONYMOUS, which user quotas (default or named) apply to.
+const principal = "ANONYMOUS"
 
 // handlerFunc runs the ordered part of a request and returns the function
 // that completes it. Returning nil means "send no response".
@@ -39,6 +47,17 @@ type reqCtx struct {
 	ctx  context.Context
 	hdr  RequestHeader
 	conn *conn
+	// throttle is how long a client over its quota is held back after
+	// this request; set by handlers, applied by the connection.
+	throttle time.Duration
+}
+
+// chargeQuota records n bytes of key's traffic against the client's quota
+// and keeps the longest throttle it asks for.
+func (rc *reqCtx) chargeQuota(key string, n int) {
+	if q := rc.conn.srv.cfg.Quotas; q != nil && n > 0 {
+		rc.throttle = max(rc.throttle, q.Throttle(key, principal, rc.clientID(), n))
+	}
 }
 
 func (rc *reqCtx) broker() *broker.Broker     { return rc.conn.srv.broker }
@@ -54,6 +73,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	connections prometheus.Gauge
 	badRequests prometheus.Counter
+	throttled   *prometheus.CounterVec
 }
 
 // Server accepts Kafka connections.
@@ -91,9 +111,13 @@ func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, txns *tx
 		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "bad_requests_total", Help: "Malformed or unsupported requests (connection closed).",
 		}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "kafka", Name: "quota_throttle_seconds_total",
+			Help: "Time clients over their quota were held back, by API.",
+		}, []string{"api"}),
 	}
 	if reg != nil {
-		reg.MustRegister(s.metrics.requests, s.metrics.duration, s.metrics.connections, s.metrics.badRequests)
+		reg.MustRegister(s.metrics.requests, s.metrics.duration, s.metrics.connections, s.metrics.badRequests, s.metrics.throttled)
 	}
 	for _, reg := range registrations {
 		reg(s)

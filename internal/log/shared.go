@@ -1033,35 +1033,15 @@ func (e *Engine) watchTopics() {
 		e.log.Error("cluster mode needs a meta store with watches; topic changes from other brokers will not be seen")
 		return
 	}
-	backoff := 100 * time.Millisecond
-	for e.ctx.Err() == nil {
-		snap, _, events, err := w.Watch(e.ctx, keyTopics)
-		if err != nil {
-			e.log.Warn("watching topics failed; retrying", "err", err)
-			select {
-			case <-time.After(backoff):
-			case <-e.ctx.Done():
-				return
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
+	meta.Follow(e.ctx, w, keyTopics, e.log, e.syncTopics, func(ev meta.WatchEvent) {
+		name := strings.TrimPrefix(ev.Key, keyTopics)
+		if ev.Kind == meta.WatchDelete {
+			e.dropTopicLocal(name, [16]byte{}, false)
+		} else {
+			e.applyTopic(name, ev.Value)
 		}
-		backoff = 100 * time.Millisecond
-		e.syncTopics(snap)
-		for ev := range events {
-			if ev.Err != nil {
-				e.log.Warn("topic watch broke; re-watching", "err", ev.Err)
-				break
-			}
-			name := strings.TrimPrefix(ev.Key, keyTopics)
-			if ev.Kind == meta.WatchDelete {
-				e.dropTopicLocal(name, [16]byte{}, false)
-			} else {
-				e.applyTopic(name, ev.Value)
-			}
-			e.topicsChanged()
-		}
-	}
+		e.topicsChanged()
+	})
 }
 
 func (e *Engine) topicsChanged() {

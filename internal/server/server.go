@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/meta/embedded"
 	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
+	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -53,6 +55,7 @@ type Server struct {
 	done     chan error
 	startDur time.Duration
 	node     *cluster.Node // cluster mode only
+	watching chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
 }
@@ -238,11 +241,29 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	// commits and aborts a crash interrupted.
 	txns.Start()
 
+	quotas := quota.New(md, logger.With("component", "quota"))
+	if err := quotas.Load(ctx); err != nil {
+		txns.Close()
+		groups.Close()
+		ln.Close()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes}, b, groups, txns, logger.With("component", "kafka"), reg)
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas}, b, groups, txns, logger.With("component", "kafka"), reg)
 	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
+	go func() {
+		defer close(s.watching)
+		// Cluster mode: configs and quotas altered through other brokers.
+		var wg sync.WaitGroup
+		wg.Go(func() { b.WatchDynamic(ctx) })
+		wg.Go(func() { quotas.Watch(ctx) })
+		wg.Wait()
+	}()
 
 	if glue != nil {
 		glue.engine, glue.groups, glue.txns = engine, groups, txns
@@ -309,6 +330,7 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	s.cancel()
+	<-s.watching
 	if s.admin != nil {
 		s.admin.Close()
 	}

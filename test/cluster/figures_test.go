@@ -381,6 +381,13 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	t.Logf("cluster/single, medians: unlimited %.2fx rec/s, p99 %.2fx; at %g MB/s p50 %.2fx, p99 %.2fx, p99.9 %.2fx",
 		cu.rate/su.rate, float64(cu.lat.P99)/float64(su.lat.P99), figRateMBps,
 		float64(cr.lat.P50)/float64(sr.lat.P50), float64(cr.lat.P99)/float64(sr.lat.P99), float64(cr.lat.P999)/float64(sr.lat.P999))
+	var brokers []*testbroker.Proc
+	for i := 0; i < c.Len(); i++ {
+		brokers = append(brokers, c.Broker(i))
+	}
+	logMemory(t, "cluster (3 brokers)", brokers)
+	logMemory(t, "cluster (1 broker)", []*testbroker.Proc{c1.Broker(0)})
+	logMemory(t, "single node", []*testbroker.Proc{single})
 	t.Logf("load average at end: %s", loadAvg())
 }
 

@@ -43,6 +43,53 @@ func TestClusterSmoke(t *testing.T) {
 		t.Fatalf("read %d records, want 60", n)
 	}
 	checkReplicationFactor(t, seeds)
+	checkDynamicConfigs(t, seeds, "smoke")
+}
+
+// checkDynamicConfigs: a cluster-wide broker config altered through one
+// broker reaches every broker at once, without a restart: each describes
+// it and enforces it on the partitions it leads.
+func checkDynamicConfigs(t *testing.T, seeds []string, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(2))
+	adm := kadm.NewClient(cl)
+	v := "5000"
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "message.max.bytes", Value: &v}})
+	if err == nil {
+		err = resps[0].Err
+	}
+	if err != nil {
+		t.Fatalf("alter cluster-wide message.max.bytes: %v", err)
+	}
+	for i := range seeds {
+		id := testcluster.NodeID(i)
+		testbroker.Eventually(t, 30*time.Second, fmt.Sprintf("broker %d sees message.max.bytes=5000", id), func() error {
+			rcs, err := adm.DescribeBrokerConfigs(ctx, id)
+			if err != nil {
+				return err
+			}
+			for _, rc := range rcs {
+				for _, c := range rc.Configs {
+					if c.Key == "message.max.bytes" {
+						if c.MaybeValue() != v {
+							return fmt.Errorf("broker %d: message.max.bytes %q", id, c.MaybeValue())
+						}
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("broker %d does not describe message.max.bytes", id)
+		})
+	}
+	for p := int32(0); p < partitions; p++ {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: make([]byte, 10000)}).FirstErr()
+		if !errors.Is(err, kerr.MessageTooLarge) {
+			t.Errorf("10000-byte record to partition %d after message.max.bytes=5000: %v, want MESSAGE_TOO_LARGE", p, err)
+		}
+	}
 }
 
 func checkReplicationFactor(t *testing.T, seeds []string) {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/sluice-mq/sluice/internal/testbroker"
 	"github.com/sluice-mq/sluice/internal/testcluster"
 )
 
@@ -163,4 +166,45 @@ func stageLabel(name string) string {
 		return "produce"
 	}
 	return strings.TrimSuffix(strings.TrimPrefix(name, "sluice_log_cluster_flush_"), "_seconds")
+}
+
+// procMemory reads a process's peak and current resident set size (VmHWM,
+// VmRSS) from /proc, in MiB.
+func procMemory(pid int) (peak, now float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmHWM:":
+			peak = kb / 1024
+		case "VmRSS:":
+			now = kb / 1024
+		}
+	}
+	return peak, now, nil
+}
+
+// logMemory logs every running broker's peak and current resident memory.
+func logMemory(t *testing.T, label string, procs []*testbroker.Proc) {
+	t.Helper()
+	var parts []string
+	for _, p := range procs {
+		if exited, _ := p.Exited(); exited {
+			continue
+		}
+		peak, now, err := procMemory(p.Pid())
+		if err != nil {
+			t.Logf("memory of pid %d: %v", p.Pid(), err)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("peak %.0f MiB, now %.0f MiB", peak, now))
+	}
+	t.Logf("broker memory, %s: %s", label, strings.Join(parts, "; "))
 }
