@@ -48,7 +48,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
-	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (0: the runtime's); higher uses more memory for shorter latency tails"},
+	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},
+	{"memory-limit-mb", "memory_limit_mb", "soft limit on the Go heap in MiB, as GOMEMLIMIT (0: none)"},
 }
 
 func serveCommand() *cobra.Command {
@@ -81,6 +82,9 @@ func serveCommand() *cobra.Command {
 			logger := newLogger(cfg)
 			if cfg.GCPercent > 0 {
 				debug.SetGCPercent(int(cfg.GCPercent))
+			}
+			if cfg.MemoryLimitMB > 0 {
+				debug.SetMemoryLimit(cfg.MemoryLimitMB << 20)
 			}
 			ctx := cmd.Context()
 			srv, err := server.Start(ctx, cfg, logger)

@@ -193,8 +193,14 @@ func etcdEqual(a, b Etcd) bool {
 
 func TestGCPercent(t *testing.T) {
 	c := Default()
-	if err := c.Set("gc_percent", "400"); err != nil || c.GCPercent != 400 {
-		t.Fatalf("Set(gc_percent, 400): %v, %d", err, c.GCPercent)
+	if c.GCPercent != 400 || c.MemoryLimitMB != 0 {
+		t.Fatalf("defaults: gc_percent %d, memory_limit_mb %d; want 400, 0", c.GCPercent, c.MemoryLimitMB)
+	}
+	if err := c.Set("gc_percent", "200"); err != nil || c.GCPercent != 200 {
+		t.Fatalf("Set(gc_percent, 200): %v, %d", err, c.GCPercent)
+	}
+	if err := c.Set("memory_limit_mb", "2048"); err != nil || c.MemoryLimitMB != 2048 {
+		t.Fatalf("Set(memory_limit_mb, 2048): %v, %d", err, c.MemoryLimitMB)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -202,5 +208,9 @@ func TestGCPercent(t *testing.T) {
 	c.GCPercent = 5
 	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "gc_percent") {
 		t.Fatalf("gc_percent 5: %v", err)
+	}
+	c.GCPercent, c.MemoryLimitMB = 400, 10
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "memory_limit_mb") {
+		t.Fatalf("memory_limit_mb 10: %v", err)
 	}
 }
