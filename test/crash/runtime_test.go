@@ -19,7 +19,7 @@ import (
 func TestServeRuntimeSettings(t *testing.T) {
 	bin := testbroker.BuildBinary(t)
 	for _, c := range []struct {
-		args        []string
+		args         []string
 		gc, memlimit string
 	}{
 		{nil, "go_gc_gogc_percent 400", ""},
