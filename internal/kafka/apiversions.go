@@ -21,5 +21,21 @@ func (s *Server) apiVersionsResponse(version int16, errCode int16) *kmsg.ApiVers
 		k.MaxVersion = a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
 	}
+	if version >= 3 {
+		for _, f := range features {
+			// As Kafka does, v3 leaves out supported features whose
+			// minimum is 0: older clients cannot read such a range.
+			if version >= 4 || f.minLevel > 0 {
+				sf := kmsg.NewApiVersionsResponseSupportedFeature()
+				sf.Name, sf.MinVersion, sf.MaxVersion = f.name, f.minLevel, f.maxLevel
+				resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			}
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.finalized, f.finalized
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
+		// Features never change, so their epoch does not either.
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return resp
 }
