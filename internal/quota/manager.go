@@ -109,8 +109,9 @@ func (m *Manager) Alter(ctx context.Context, entity Entity, ops []Op, validateOn
 		}
 		seen[op.Key] = true
 		if op.Remove {
-			if op.Key != ProducerByteRate && op.Key != ConsumerByteRate {
-				return CheckValue(op.Key, 1)
+			// Removing a Kafka key sluice never stores is a no-op.
+			if !knownKey(op.Key) {
+				return fmt.Errorf("%w: unknown quota key %q", ErrInvalid, op.Key)
 			}
 			continue
 		}

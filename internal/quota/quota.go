@@ -135,6 +135,15 @@ func unescape(s string) (string, error) {
 	return b.String(), nil
 }
 
+// knownKey reports whether key is one of Kafka's client quota keys.
+func knownKey(key string) bool {
+	switch key {
+	case ProducerByteRate, ConsumerByteRate, "request_percentage", "controller_mutation_rate", "connection_creation_rate":
+		return true
+	}
+	return false
+}
+
 // CheckValue validates a quota key and value as Kafka does for the keys
 // sluice enforces: byte rates are positive whole numbers.
 func CheckValue(key string, v float64) error {

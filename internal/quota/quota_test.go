@@ -119,10 +119,15 @@ func TestAlterDescribeAndPrecedence(t *testing.T) {
 		t.Errorf("duplicate filter type: %v", err)
 	}
 
-	for _, bad := range []Op{{Key: ProducerByteRate, Value: -1}, {Key: ProducerByteRate, Value: 1.5}, {Key: "request_percentage", Value: 50}, {Key: "bogus", Value: 1}} {
+	for _, bad := range []Op{{Key: ProducerByteRate, Value: -1}, {Key: ProducerByteRate, Value: 1.5}, {Key: "request_percentage", Value: 50},
+		{Key: "bogus", Value: 1}, {Key: "bogus", Remove: true}} {
 		if err := m.Alter(ctx, Entity{{Type: User}}, []Op{bad}, false); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
 		}
+	}
+	// Removing a Kafka key sluice does not enforce (so never stored) is a no-op.
+	if err := m.Alter(ctx, Entity{{Type: User}}, []Op{{Key: "request_percentage", Remove: true}}, false); err != nil {
+		t.Errorf("removing request_percentage: %v", err)
 	}
 
 	// Stored durably: a second manager on the same store sees the same.
