@@ -202,7 +202,7 @@ func Default() Config {
 	return Config{
 		Listen:                 "0.0.0.0:9092",
 		DataDir:                "./sluice-data",
-		NodeID:                 0,
+		NodeID:                 1,
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		MaxRequestBytes:        100 << 20,

@@ -61,7 +61,7 @@ func TestAdminExtras(t *testing.T) {
 		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
 		rt.Topic = topic
-		for _, replicas := range [][]int32{{0}, {3}, nil} {
+		for _, replicas := range [][]int32{{1}, {3}, nil} { // the broker is node 1
 			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
 			rp.Replicas = replicas
 			rt.Partitions = append(rt.Partitions, rp)

@@ -79,8 +79,8 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if c := describe(); c.MaybeValue() != "5000" {
 		t.Fatalf("after restart: got %q", c.MaybeValue())
 	}
-	set("20000", 0)
-	if c := describe(0); c.MaybeValue() != "20000" || c.Source.String() != "DYNAMIC_BROKER_CONFIG" {
+	set("20000", 1) // the default node id
+	if c := describe(1); c.MaybeValue() != "20000" || c.Source.String() != "DYNAMIC_BROKER_CONFIG" {
 		t.Fatalf("per-broker: got %q from %s", c.MaybeValue(), c.Source)
 	}
 	if err := produce(10000); err != nil {
