@@ -43,6 +43,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 	var parts []fetchPart
 	hasError := false
+	names := make([]string, 0, len(req.Topics)) // per response topic, for leader hints
 	for ti, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -56,6 +57,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				unknownID = true
 			}
 		}
+		names = append(names, name)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -122,6 +124,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		r := complete()
 		if r != nil {
 			rc.chargeQuota(quota.ConsumerByteRate, sent)
+			addFetchLeaderHints(rc, resp, names)
 		}
 		return r
 	}

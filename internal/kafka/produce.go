@@ -39,6 +39,21 @@ type produceWork struct {
 }
 
 func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	complete := produce(rc, kreq)
+	if complete == nil {
+		return nil // acks=0
+	}
+	return func() kmsg.Response {
+		r := complete()
+		if pr, ok := r.(*kmsg.ProduceResponse); ok {
+			addProduceLeaderHints(rc, pr)
+		}
+		return r
+	}
+}
+
+// produce is handleProduce without the leader hints.
+func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ProduceRequest)
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,6 +76,11 @@ func TestClusterStaleRouting(t *testing.T) {
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("produce to follower %d: error %d, want NOT_LEADER_OR_FOLLOWER", other, code)
 	}
+	// KIP-951: the answer names the leader and its endpoint.
+	checkLeaderHint(t, "produce to a follower", resp.Topics[0].Partitions[0].CurrentLeader.LeaderID,
+		resp.Topics[0].Partitions[0].CurrentLeader.LeaderEpoch, lead, epoch, len(resp.Brokers), func(i int) (int32, string, int32) {
+			return resp.Brokers[i].NodeID, resp.Brokers[i].Host, resp.Brokers[i].Port
+		}, c)
 
 	// Fetch from the leader with an older epoch.
 	freq := kmsg.NewPtrFetchRequest()
@@ -95,6 +102,10 @@ func TestClusterStaleRouting(t *testing.T) {
 	if code := fresp.Topics[0].Partitions[0].ErrorCode; code != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("fetch with epoch %d (current %d): error %d, want FENCED_LEADER_EPOCH", epoch-1, epoch, code)
 	}
+	checkLeaderHint(t, "fetch with an old epoch", fresp.Topics[0].Partitions[0].CurrentLeader.LeaderID,
+		fresp.Topics[0].Partitions[0].CurrentLeader.LeaderEpoch, lead, epoch, len(fresp.Brokers), func(i int) (int32, string, int32) {
+			return fresp.Brokers[i].NodeID, fresp.Brokers[i].Host, fresp.Brokers[i].Port
+		}, c)
 
 	// Fail the leader over; the old epoch ended at offset 10.
 	for i := 0; i < c.Len(); i++ {
@@ -132,4 +143,21 @@ func TestClusterStaleRouting(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkLeaderHint checks a KIP-951 answer: the current leader and epoch,
+// and exactly that broker's endpoint among the response's brokers.
+func checkLeaderHint(t *testing.T, what string, gotLead, gotEpoch, lead, epoch int32, nBrokers int, broker func(int) (int32, string, int32), c *testcluster.Cluster) {
+	t.Helper()
+	if gotLead != lead || gotEpoch != epoch {
+		t.Errorf("%s: current leader %d epoch %d, want %d epoch %d", what, gotLead, gotEpoch, lead, epoch)
+	}
+	if nBrokers != 1 {
+		t.Fatalf("%s: %d node endpoints, want the leader's", what, nBrokers)
+	}
+	id, host, port := broker(0)
+	want := c.Broker(int(lead) - 1).Addr()
+	if got := net.JoinHostPort(host, strconv.Itoa(int(port))); id != lead || got != want {
+		t.Errorf("%s: node endpoint %d at %s, want %d at %s", what, id, got, lead, want)
+	}
 }
