@@ -15,12 +15,16 @@ func needsLeaderHint(code int16) bool {
 	return code == kerr.NotLeaderForPartition.Code || code == kerr.FencedLeaderEpoch.Code
 }
 
-// leaderHint returns the partition's current leader and epoch, if known.
-func (rc *reqCtx) leaderHint(topic string, partition int32) (id, epoch int32, ok bool) {
-	if topic == "" {
-		return 0, 0, false
+// hint fills one partition's current leader and epoch when its error
+// code calls for it and the leader is known, and records the leader in ids.
+func (rc *reqCtx) hint(ids map[int32]bool, topic string, partition int32, code int16, leaderID, leaderEpoch *int32) {
+	if !needsLeaderHint(code) || topic == "" {
+		return
 	}
-	return rc.broker().Leader(topic, partition)
+	if id, epoch, ok := rc.broker().Leader(topic, partition); ok {
+		*leaderID, *leaderEpoch = id, epoch
+		ids[id] = true
+	}
 }
 
 // hintNodes returns the endpoints of the leader ids named, in id order.
@@ -50,13 +54,7 @@ func addProduceLeaderHints(rc *reqCtx, resp *kmsg.ProduceResponse) {
 		t := &resp.Topics[ti]
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			if !needsLeaderHint(p.ErrorCode) {
-				continue
-			}
-			if id, epoch, ok := rc.leaderHint(t.Topic, p.Partition); ok {
-				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = id, epoch
-				ids[id] = true
-			}
+			rc.hint(ids, t.Topic, p.Partition, p.ErrorCode, &p.CurrentLeader.LeaderID, &p.CurrentLeader.LeaderEpoch)
 		}
 	}
 	for _, n := range rc.hintNodes(ids) {
@@ -76,13 +74,7 @@ func addFetchLeaderHints(rc *reqCtx, resp *kmsg.FetchResponse, names []string) {
 		t := &resp.Topics[ti]
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			if !needsLeaderHint(p.ErrorCode) || ti >= len(names) {
-				continue
-			}
-			if id, epoch, ok := rc.leaderHint(names[ti], p.Partition); ok {
-				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = id, epoch
-				ids[id] = true
-			}
+			rc.hint(ids, names[ti], p.Partition, p.ErrorCode, &p.CurrentLeader.LeaderID, &p.CurrentLeader.LeaderEpoch)
 		}
 	}
 	resp.Brokers = append(resp.Brokers, rc.hintNodes(ids)...)
