@@ -189,7 +189,10 @@ func (s *Server) start() error {
 		return fmt.Errorf("already running")
 	}
 	args := []string{"--port", s.addr, "--access", AccessKey, "--secret", SecretKey,
-		"--region", Region, "--health", healthPath, "--quiet"}
+		"--region", Region, "--health", healthPath, "--quiet",
+		// Without it versitygw closes every connection after one request,
+		// and each PUT pays a connect (and a TIME_WAIT socket).
+		"--keep-alive"}
 	if s.vdomain != "" {
 		args = append(args, "--virtual-domain", s.vdomain)
 	}
