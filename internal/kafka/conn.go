@@ -216,9 +216,11 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 }
 
 // writeLoop completes pending requests in order and writes their responses.
+// Each response is written as soon as it is complete: holding it back to
+// share a syscall with the next would make it wait for that request too
+// (a produce behind another's group commit, a long-polling fetch).
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	var buf []byte
 	for p := range c.queue {
 		if p.complete == nil {
@@ -244,28 +246,19 @@ func (c *conn) writeLoop() {
 					c.mute(p.rc.throttle)
 				} else {
 					// Before KIP-219 the broker delays the response itself.
-					bw.Flush()
 					c.sleep(p.rc.throttle)
 				}
 			}
 		}
 		buf = appendResponse(buf[:0], p.hdr, resp, p.apiVersionsV0Fallback)
-		if _, err := bw.Write(buf); err != nil {
+		if _, err := c.nc.Write(buf); err != nil {
 			c.close()
 			continue // drain the queue so the reader can exit
-		}
-		// Flush only when nothing else is ready, so pipelined responses
-		// share a syscall.
-		if len(c.queue) == 0 {
-			if err := bw.Flush(); err != nil {
-				c.close()
-			}
 		}
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
 	}
-	bw.Flush()
 }
 
 // throttled counts time a client is held back for its quota.
