@@ -122,10 +122,17 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	// Append every partition of this request before reading the next
 	// request from the connection: that keeps per-partition order across
 	// pipelined requests, while all partitions of the request share one
-	// group commit. Appending with acks=1 returns once written; acks=all
-	// then waits for the high watermark below, off the read path.
+	// group commit. acks=0 and 1 return once written (which holds the
+	// connection's next request back while the WAL is behind). acks=all
+	// does not wait here: its appends are placed, so the next pipelined
+	// request joins the same group commit, and the wait for the high
+	// watermark comes below, off the read path.
 	appendOne := func(w *produceWork) {
-		w.res, w.err = w.p.Append(rc.ctx, w.records, 1)
+		if req.Acks == -1 {
+			w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
+		} else {
+			w.res, w.err = w.p.Append(rc.ctx, w.records, 1)
+		}
 		if w.err == nil {
 			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
 		}

@@ -6,6 +6,8 @@ package log
 import (
 	"errors"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/log/wal"
 )
 
 // Sentinel errors. The protocol front-end maps each to one Kafka error code.
@@ -64,6 +66,8 @@ type AppendResult struct {
 	// loadSeq is the partition's incarnation the batch was appended in
 	// (or, for a duplicate, the original was): WaitDurable checks it.
 	loadSeq uint64
+	// g is the WAL group holding the batch (nil for a duplicate).
+	g *wal.Group
 }
 
 // ReadResult is what Read returns.

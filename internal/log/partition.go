@@ -75,6 +75,31 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // baseOffset and partitionLeaderEpoch (and, for LogAppendTime topics, the
 // timestamp type bit, maxTimestamp and CRC).
 func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (AppendResult, error) {
+	if acks == -1 {
+		return p.append(ctx, records, untilDurable)
+	}
+	return p.append(ctx, records, untilWritten)
+}
+
+// AppendAsync is Append returning as soon as the records have their offsets
+// and their place in the WAL, before the group holding them is written;
+// WaitDurable then waits for them. Appends keep their order whether or not
+// they wait, so a connection can take its next request at once and
+// pipelined requests share a group commit instead of taking one each.
+func (p *Partition) AppendAsync(ctx context.Context, records []byte) (AppendResult, error) {
+	return p.append(ctx, records, noWait)
+}
+
+// appendWait is what an append waits for before it returns.
+type appendWait int8
+
+const (
+	noWait       appendWait = iota
+	untilWritten            // acks 0 and 1
+	untilDurable            // acks -1
+)
+
+func (p *Partition) append(ctx context.Context, records []byte, until appendWait) (AppendResult, error) {
 	e := p.e
 	if e.closed.Load() {
 		return AppendResult{}, ErrClosed
@@ -122,7 +147,7 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 		if dup != nil {
 			d := *dup
 			p.mu.Unlock()
-			return p.duplicate(ctx, d, acks, cfg.LogAppendTime, loadSeq)
+			return p.duplicate(ctx, d, until == untilDurable, cfg.LogAppendTime, loadSeq)
 		}
 	}
 	base := p.next
@@ -171,8 +196,15 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	e.m.appendBytes.Add(float64(len(records)))
 
 	g := res.G
+	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load(), loadSeq: loadSeq, g: g}
+	if cfg.LogAppendTime {
+		r.LogAppendTime = now
+	}
+	if until == noWait {
+		return r, nil
+	}
 	wait, errf := g.Written(), g.WriteErr
-	if acks == -1 {
+	if until == untilDurable {
 		wait, errf = g.Durable(), g.DurableErr
 	}
 	select {
@@ -183,17 +215,13 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 	if err := errf(); err != nil {
 		return AppendResult{}, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	if e.shared() && acks == -1 {
+	if e.shared() && until == untilDurable {
 		p.mu.RLock()
 		moved := p.loadSeq != loadSeq
 		p.mu.RUnlock()
 		if moved {
 			return AppendResult{}, fmt.Errorf("%w: %s-%d: leadership changed before the batch was registered", ErrNotLeader, p.t.name, p.id)
 		}
-	}
-	r := AppendResult{BaseOffset: base, LogAppendTime: -1, LogStartOffset: p.logStart.Load(), loadSeq: loadSeq}
-	if cfg.LogAppendTime {
-		r.LogAppendTime = now
 	}
 	return r, nil
 }
@@ -207,6 +235,18 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 // producers keep extending, says nothing about it. ctx ending returns
 // ctx.Err(); the engine closing, ErrClosed.
 func (p *Partition) WaitDurable(ctx context.Context, r AppendResult, last int64) error {
+	if r.g != nil {
+		// The group first: a group that failed to be stored never moves
+		// the high watermark, and its error is the answer.
+		select {
+		case <-r.g.Durable():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := r.g.DurableErr(); err != nil {
+			return fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+	}
 	for {
 		ch := p.Wait()
 		// Both under mu: Acquire rebuilds the high watermark and moves

@@ -227,9 +227,9 @@ func (ps producers) clone() producers {
 // rebuilt log: the retry is then refused (NOT_LEADER_OR_FOLLOWER), so the
 // client sends it again to the current leader instead of taking an offset
 // that holds other data.
-func (p *Partition) duplicate(ctx context.Context, d producerBatch, acks int16, logAppendTime bool, loadSeq uint64) (AppendResult, error) {
+func (p *Partition) duplicate(ctx context.Context, d producerBatch, durable bool, logAppendTime bool, loadSeq uint64) (AppendResult, error) {
 	p.e.m.duplicates.Inc()
-	if acks == -1 {
+	if durable {
 		for {
 			ch := p.Wait()
 			// Both under mu: Acquire resets the high watermark and moves

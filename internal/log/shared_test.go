@@ -28,6 +28,9 @@ type leases struct {
 	// gate, when set, makes fence wait until it is closed: a flush then
 	// stalls before registering.
 	gate chan struct{}
+	// atGate, when set, receives a value each time a fence starts waiting
+	// at the gate.
+	atGate chan struct{}
 	// after, when set, runs after every fence call with its partition.
 	after func(topic string, p int32)
 }
@@ -53,9 +56,12 @@ func (l *leases) take(t *testing.T, topic string, p int32, epoch int32) {
 
 func (l *leases) fence(topic string, p int32) ([]meta.Compare, int32, bool) {
 	l.mu.Lock()
-	gate := l.gate
+	gate, atGate := l.gate, l.atGate
 	l.mu.Unlock()
 	if gate != nil {
+		if atGate != nil {
+			atGate <- struct{}{}
+		}
 		<-gate
 	}
 	l.mu.Lock()
@@ -552,7 +558,7 @@ func TestSharedRegisterTogether(t *testing.T) {
 }
 
 // TestSharedWaitDurableAcrossFence is the path of a Kafka acks=all produce:
-// Append with acks=1, then WaitDurable. The batch (and a retry of it that
+// AppendAsync, then WaitDurable. The batch (and a retry of it that
 // found it in flight) is dropped by a fence; leadership comes back at a new
 // epoch and other data takes the rebuilt log's high watermark past the
 // dropped batch's offsets. Neither wait may report the dropped batch
@@ -571,7 +577,7 @@ func TestSharedWaitDurableAcrossFence(t *testing.T) {
 	orig := idemBatch(t, 7, 0, 0, 3, 1000)
 	var rs []AppendResult
 	for i := 0; i < 2; i++ { // the original, then a retry that finds it in flight
-		r, err := p.Append(ctx, append([]byte(nil), orig...), 1)
+		r, err := p.AppendAsync(ctx, append([]byte(nil), orig...))
 		if err != nil || r.BaseOffset != 0 {
 			t.Fatalf("append %d: offset %d, %v", i, r.BaseOffset, err)
 		}
@@ -604,5 +610,52 @@ func TestSharedWaitDurableAcrossFence(t *testing.T) {
 	r, err := p.Append(ctx, append([]byte(nil), orig...), -1)
 	if err != nil || r.BaseOffset != 10 {
 		t.Fatalf("the producer's retry after the fence: offset %d err %v, want a fresh append at 10", r.BaseOffset, err)
+	}
+}
+
+// TestSharedAppendAsyncSharesGroup: while the writer is held inside one
+// flush, AppendAsync returns at once (Append with acks=1 would wait for
+// the flush), so appends that arrive meanwhile, as pipelined produce
+// requests do, all go into the next flush: one object for both.
+func TestSharedAppendAsyncSharesGroup(t *testing.T) {
+	dir, md, la, _ := newSharedEnv(t)
+	a := openShared(t, dir, md, la)
+	ctx := context.Background()
+	ps := ledTopic(t, a, la, 2)
+	gate, atGate := make(chan struct{}), make(chan struct{}, 1)
+	la.mu.Lock()
+	la.gate, la.atGate = gate, atGate
+	la.mu.Unlock()
+	held, err := ps[1].AppendAsync(ctx, mkBatch(t, 0, 1000, 1, nil, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-atGate // the writer took the held append's group and waits
+	objs0 := counterValue(a.m.sharedRegistered)
+	var rs []AppendResult
+	for i := range 3 {
+		r, err := ps[0].AppendAsync(ctx, mkBatch(t, 0, 1000, 2, nil, fmt.Sprint(i)))
+		if err != nil || r.BaseOffset != int64(2*i) {
+			t.Fatalf("append %d while the writer is held: offset %d, %v; want %d", i, r.BaseOffset, err, 2*i)
+		}
+		rs = append(rs, r)
+	}
+	la.mu.Lock()
+	la.gate = nil
+	la.mu.Unlock()
+	close(gate)
+	if err := ps[1].WaitDurable(ctx, held, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if err := ps[0].WaitDurable(ctx, r, r.BaseOffset+1); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if got := counterValue(a.m.sharedRegistered) - objs0; got != 2 {
+		t.Fatalf("%v objects registered for the held flush and the three appends behind it; want 2", got)
+	}
+	if got := readAll(t, ps[0], 1<<20); len(got) != 6 {
+		t.Fatalf("partition 0 reads %d records, want 6", len(got))
 	}
 }
