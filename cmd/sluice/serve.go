@@ -44,6 +44,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"s3-create-bucket", "s3.create_bucket", "create a missing bucket at start (true/false)"},
 	{"etcd-endpoints", "etcd.endpoints", "etcd endpoints, host:port or http(s)://host:port, comma-separated; setting them runs in cluster mode (needs --s3-endpoint)"},
 	{"etcd-prefix", "etcd.prefix", "prefix of every etcd key, so clusters can share an etcd"},
+	{"etcd-compaction-interval", "etcd.compaction_interval", "cluster mode: how often one broker compacts etcd's history to one interval ago (0: off, leave it to etcd's --auto-compaction-*)"},
 	{"lease-ttl", "cluster.lease_ttl", "cluster mode: how long after its last lease renewal a broker loses membership and leaderships"},
 	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
 	{"log-level", "log_level", "debug, info, warn, error"},

@@ -149,6 +149,8 @@ func TestClusterValidateNamesTheKey(t *testing.T) {
 		{"empty prefix", "etcd.prefix", "", func(c *Config) { c.Etcd.Prefix = "" }},
 		{"prefix slash", "etcd.prefix", "", func(c *Config) { c.Etcd.Prefix = "/sluice" }},
 		{"dial timeout", "etcd.dial_timeout", "", func(c *Config) { c.Etcd.DialTimeout = 0 }},
+		{"compaction negative", "etcd.compaction_interval", "", func(c *Config) { c.Etcd.CompactionInterval = -time.Second }},
+		{"compaction too often", "etcd.compaction_interval", "at least 1s", func(c *Config) { c.Etcd.CompactionInterval = time.Millisecond }},
 		{"password alone", "etcd.username", "", func(c *Config) { c.Etcd.Password = "p" }},
 		{"username alone", "etcd.password", "", func(c *Config) { c.Etcd.Username = "u" }},
 		{"auth without etcd", "etcd.endpoints", "", func(c *Config) {

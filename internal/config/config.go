@@ -119,6 +119,12 @@ type Etcd struct {
 	// Usually from SLUICE_ETCD_USERNAME and SLUICE_ETCD_PASSWORD.
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// CompactionInterval: every interval one broker compacts etcd's history
+	// to the revision of one interval before, so that etcd, which keeps
+	// every revision until compacted, never fills its space quota with
+	// the writes of flush registrations. 0 turns it off (for an etcd that
+	// runs --auto-compaction-* itself). Like Kubernetes' API server.
+	CompactionInterval time.Duration `yaml:"compaction_interval"`
 }
 
 // Cluster configures membership in cluster mode (etcd.endpoints set).
@@ -227,7 +233,7 @@ func Default() Config {
 			AbortCheckInterval:   10 * time.Second,
 		},
 		S3:        S3{Addressing: "auto"},
-		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second},
+		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:   Cluster{LeaseTTL: 5 * time.Second, OrphanGrace: time.Hour},
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -412,6 +418,8 @@ func (e Etcd) validate(bad func(key, format string, args ...any) error) error {
 		return bad("etcd.prefix", "%q must end with /", e.Prefix)
 	case e.DialTimeout <= 0:
 		return bad("etcd.dial_timeout", "must be > 0")
+	case e.CompactionInterval < 0 || (e.CompactionInterval > 0 && e.CompactionInterval < time.Second):
+		return bad("etcd.compaction_interval", "%v: must be 0 (off) or at least 1s", e.CompactionInterval)
 	case e.Username == "" && e.Password != "":
 		return bad("etcd.username", "must be set when etcd.password is")
 	case e.Username != "" && e.Password == "":

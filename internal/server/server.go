@@ -262,6 +262,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		var wg sync.WaitGroup
 		wg.Go(func() { b.WatchDynamic(ctx) })
 		wg.Go(func() { quotas.Watch(ctx) })
+		if c, ok := md.(historyCompactor); ok && cfg.Etcd.CompactionInterval > 0 {
+			wg.Go(func() { c.Compact(ctx, cfg.Etcd.CompactionInterval, logger.With("component", "meta")) })
+		}
 		wg.Wait()
 	}()
 
@@ -371,6 +374,11 @@ func advertised(cfg config.Config, bound net.Addr) (string, int32, error) {
 }
 
 const clusterIDKey = "/cluster/id"
+
+// historyCompactor is a meta store whose history must be compacted (etcd).
+type historyCompactor interface {
+	Compact(ctx context.Context, interval time.Duration, logger *slog.Logger)
+}
 
 func loadClusterID(ctx context.Context, md meta.Store, want string) (string, error) {
 	kv, err := md.Get(ctx, clusterIDKey)

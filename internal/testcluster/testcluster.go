@@ -178,6 +178,9 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 		"--etcd-endpoints", etcdEndpoint,
 		"--etcd-prefix", EtcdPrefix,
 		"--lease-ttl", opts.LeaseTTL.String(),
+		// Compaction rounds every few seconds, so every cluster test runs
+		// with etcd's history being compacted under its watches.
+		"--etcd-compaction-interval", "3s",
 		"--s3-endpoint", s3c.Endpoint,
 		"--s3-bucket", s3c.Bucket,
 		"--s3-access-key", s3c.AccessKey,
