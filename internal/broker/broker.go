@@ -118,8 +118,9 @@ type CreateTopicRequest struct {
 	Partitions        int32 // -1: broker default
 	ReplicationFactor int16 // -1: broker default (1)
 	// Assignments are manual replica assignments, one broker list per
-	// partition. They fix the partition count and replication factor;
-	// leadership is still placed by the cluster.
+	// partition. They fix the partition count and replication factor, are
+	// kept with the topic, and make the first live broker of each list
+	// the partition's preferred leader.
 	Assignments  [][]int32
 	Configs      map[string]string
 	ValidateOnly bool
@@ -168,7 +169,75 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 	if r.ValidateOnly {
 		return log.TopicInfo{Name: r.Name, Partitions: parts, ReplicationFactor: rf, Configs: r.Configs}, nil
 	}
-	return b.engine.CreateTopicRF(ctx, r.Name, parts, rf, r.Configs)
+	return b.engine.CreateTopicAssigned(ctx, r.Name, parts, rf, r.Configs, byPartition(0, r.Assignments))
+}
+
+// byPartition maps as[i] to partition first+i; nil for none.
+func byPartition(first int32, as [][]int32) map[int32][]int32 {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make(map[int32][]int32, len(as))
+	for i, a := range as {
+		out[first+int32(i)] = slices.Clone(a)
+	}
+	return out
+}
+
+// CreatePartitions grows topic to count partitions. assignments, if given,
+// are the replica lists of the new partitions, checked as Kafka checks
+// them (the same number of replicas as the topic's factor).
+func (b *Broker) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
+	t, ok := b.engine.Topic(topic)
+	if !ok {
+		return fmt.Errorf("%w: topic %q does not exist", log.ErrUnknownTopicOrPartition, topic)
+	}
+	if len(assignments) > 0 {
+		rf, err := b.checkAssignments(assignments)
+		if err != nil {
+			return err
+		}
+		if rf != t.ReplicationFactor {
+			return fmt.Errorf("%w: inconsistent replication factor between partitions, partition 0 has %d while partitions [%d] have replication factors [%d], respectively",
+				ErrInvalidAssignment, t.ReplicationFactor, t.Partitions, rf)
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	return b.engine.CreatePartitionsAssigned(ctx, topic, count, byPartition(t.Partitions, assignments))
+}
+
+// Reassign sets the replica lists of partitions of topic (Kafka's
+// AlterPartitionReassignments). Each list must name distinct live
+// brokers; its length may differ from the topic's factor, as in Kafka.
+// No data moves (it is all in shared storage), so the reassignment is
+// complete when this returns: the partition reports the new replicas and
+// its leadership moves to the first live one.
+func (b *Broker) Reassign(ctx context.Context, topic string, replicas map[int32][]int32) error {
+	for p, rs := range replicas {
+		if err := b.checkReplicaList(p, rs); err != nil {
+			return err
+		}
+	}
+	return b.engine.Reassign(ctx, topic, replicas)
+}
+
+// checkReplicaList checks one partition's replica list: not empty,
+// distinct live brokers.
+func (b *Broker) checkReplicaList(partition int32, rs []int32) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("%w: partition %d has an empty replica list", ErrInvalidAssignment, partition)
+	}
+	for j, id := range rs {
+		if _, ok := b.Node(id); !ok {
+			return fmt.Errorf("%w: unknown broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, partition)
+		}
+		if slices.Contains(rs[:j], id) {
+			return fmt.Errorf("%w: duplicate broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, partition)
+		}
+	}
+	return nil
 }
 
 // checkAssignments checks manual replica assignments as Kafka does: every
@@ -176,22 +245,38 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 // that number, the replication factor.
 func (b *Broker) checkAssignments(as [][]int32) (int16, error) {
 	for i, a := range as {
-		if len(a) == 0 {
-			return 0, fmt.Errorf("%w: partition %d has an empty replica list", ErrInvalidAssignment, i)
-		}
-		if len(a) != len(as[0]) {
+		if len(a) != 0 && len(a) != len(as[0]) {
 			return 0, fmt.Errorf("%w: all partitions should have the same number of replicas", ErrInvalidAssignment)
 		}
-		for j, id := range a {
-			if _, ok := b.Node(id); !ok {
-				return 0, fmt.Errorf("%w: unknown broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, i)
-			}
-			if slices.Contains(a[:j], id) {
-				return 0, fmt.Errorf("%w: duplicate broker %d in the replica assignment of partition %d", ErrInvalidAssignment, id, i)
-			}
+		if err := b.checkReplicaList(int32(i), a); err != nil {
+			return 0, err
 		}
 	}
 	return int16(len(as[0])), nil
+}
+
+// ReplicasISR are the replicas and in-sync replicas Metadata reports for a
+// partition of t led by leader (-1: none). A partition with an assigned
+// replica list reports that list, in its order (the leader added at the
+// end if the cluster had to place it elsewhere), and its live members as
+// in sync. Any other reports Replicas, all in sync.
+func (b *Broker) ReplicasISR(t log.TopicInfo, partition, leader int32) (replicas, isr []int32) {
+	rs, ok := t.Assignments[partition]
+	if !ok {
+		replicas = b.Replicas(partition, leader, t.ReplicationFactor)
+		return replicas, replicas
+	}
+	replicas = slices.Clone(rs)
+	if leader >= 0 && !slices.Contains(replicas, leader) {
+		replicas = append(replicas, leader)
+	}
+	isr = make([]int32, 0, len(replicas))
+	for _, id := range replicas {
+		if _, live := b.Node(id); live {
+			isr = append(isr, id)
+		}
+	}
+	return replicas, isr
 }
 
 // Replicas is the replica list Metadata reports for a partition led by

@@ -78,7 +78,12 @@ func owner(tp TopicPartition, brokers []int32) int32 {
 // partition set and brokers, in any order. Unlike plain rendezvous, a
 // joining broker can also move a few partitions between the others: only
 // leadership moves, by graceful hand-off.
-func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition]int32 {
+//
+// A partition with a preferred replica list (prefer, from a manual
+// assignment or a reassignment) goes to the first of its replicas that is
+// among brokers, as Kafka's preferred leader, whatever the load; the
+// others of its topic fill the room that leaves.
+func assign(tps map[TopicPartition]struct{}, prefer map[TopicPartition][]int32, brokers []int32) map[TopicPartition]int32 {
 	out := make(map[TopicPartition]int32, len(tps))
 	if len(brokers) == 0 {
 		return out
@@ -93,7 +98,22 @@ func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition
 		slices.Sort(parts)
 		floor, extra := len(parts)/len(brokers), len(parts)%len(brokers)
 		clear(load)
+		free := parts[:0:0]
 		for _, p := range parts {
+			tp := TopicPartition{Topic: topic, Partition: p}
+			if b, ok := preferredLive(prefer[tp], brokers); ok {
+				out[tp] = b
+				load[b]++
+				continue
+			}
+			free = append(free, p)
+		}
+		for _, l := range load {
+			if l > floor {
+				extra -= min(l-floor, extra) // pinned partitions took extra places
+			}
+		}
+		for _, p := range free {
 			tp := TopicPartition{Topic: topic, Partition: p}
 			copy(ranked, brokers)
 			slices.SortFunc(ranked, func(a, b int32) int {
@@ -105,6 +125,7 @@ func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition
 					return cmp.Compare(b, a) // as owner breaks ties
 				}
 			})
+			placed := false
 			for _, b := range ranked {
 				if load[b] < floor || (load[b] == floor && extra > 0) {
 					if load[b] == floor {
@@ -112,12 +133,35 @@ func assign(tps map[TopicPartition]struct{}, brokers []int32) map[TopicPartition
 					}
 					out[tp] = b
 					load[b]++
+					placed = true
 					break
 				}
+			}
+			if !placed {
+				// Pinned partitions filled the room: the least loaded
+				// broker, the higher-ranked among equals.
+				best := ranked[0]
+				for _, b := range ranked[1:] {
+					if load[b] < load[best] {
+						best = b
+					}
+				}
+				out[tp] = best
+				load[best]++
 			}
 		}
 	}
 	return out
+}
+
+// preferredLive is the first of replicas among brokers.
+func preferredLive(replicas, brokers []int32) (int32, bool) {
+	for _, r := range replicas {
+		if slices.Contains(brokers, r) {
+			return r, true
+		}
+	}
+	return -1, false
 }
 
 // placement is the desired leaders of the partitions a node wants, over
@@ -151,7 +195,7 @@ func (n *Node) placementLocked(brokers []int32) placement {
 		if len(n.assigned) >= 4 {
 			clear(n.assigned)
 		}
-		a = assign(n.want, ids)
+		a = assign(n.want, n.prefer, ids)
 		n.assigned[key.String()] = a
 	}
 	return placement{brokers: ids, of: a}

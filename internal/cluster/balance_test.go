@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +58,7 @@ func TestAssignBalanced(t *testing.T) {
 		}
 	}
 	for _, brokers := range [][]int32{{1}, {1, 2}, {1, 2, 3}, {5, 9, 2, 7}} {
-		a := assign(tps, brokers)
+		a := assign(tps, nil, brokers)
 		if len(a) != len(tps) {
 			t.Fatalf("%v: %d of %d partitions assigned", brokers, len(a), len(tps))
 		}
@@ -74,13 +76,13 @@ func TestAssignBalanced(t *testing.T) {
 			}
 		}
 	}
-	a, b := assign(tps, []int32{1, 2, 3}), assign(tps, []int32{3, 1, 2})
+	a, b := assign(tps, nil, []int32{1, 2, 3}), assign(tps, nil, []int32{3, 1, 2})
 	for tp := range tps {
 		if a[tp] != b[tp] {
 			t.Fatalf("%v: %d or %d depending on broker order", tp, a[tp], b[tp])
 		}
 	}
-	four := assign(tps, []int32{1, 2, 3, 4})
+	four := assign(tps, nil, []int32{1, 2, 3, 4})
 	moved := 0
 	for tp := range tps {
 		if a[tp] != four[tp] {
@@ -91,8 +93,52 @@ func TestAssignBalanced(t *testing.T) {
 	if total := len(tps); moved < total/4 || moved > total/2 {
 		t.Errorf("%d of %d partitions moved when a fourth broker joined", moved, total)
 	}
-	if len(assign(tps, nil)) != 0 {
+	if len(assign(tps, nil, nil)) != 0 {
 		t.Error("partitions assigned to no brokers")
+	}
+}
+
+// TestAssignPreferred: a partition with a preferred replica list goes to
+// the first of its replicas that is a live broker, whatever the load; the
+// topic's other partitions are still spread over every broker.
+func TestAssignPreferred(t *testing.T) {
+	tps := map[TopicPartition]struct{}{}
+	for p := range 12 {
+		tps[TopicPartition{"t", int32(p)}] = struct{}{}
+	}
+	prefer := map[TopicPartition][]int32{
+		{"t", 0}: {3, 1},
+		{"t", 1}: {3},
+		{"t", 2}: {3, 2},
+		{"t", 3}: {9, 2}, // broker 9 is not live: the next one
+		{"t", 4}: {9},    // none live: balanced like the others
+	}
+	brokers := []int32{1, 2, 3}
+	a := assign(tps, prefer, brokers)
+	for tp, want := range map[TopicPartition]int32{{"t", 0}: 3, {"t", 1}: 3, {"t", 2}: 3, {"t", 3}: 2} {
+		if a[tp] != want {
+			t.Errorf("%v with preferred replicas %v: led by %d, want %d", tp, prefer[tp], a[tp], want)
+		}
+	}
+	counts := map[int32]int{}
+	for tp := range tps {
+		if !slices.Contains(brokers, a[tp]) {
+			t.Fatalf("%v assigned to %d, not a live broker", tp, a[tp])
+		}
+		counts[a[tp]]++
+	}
+	// 12 over 3 brokers is 4 each; three pinned to broker 3 leave it
+	// room for one more.
+	for _, b := range brokers {
+		if counts[b] != 4 {
+			t.Errorf("12 partitions, 4 pinned: spread %v, want 4 each", counts)
+			break
+		}
+	}
+	// Without preferences the assignment is what it was.
+	plain := assign(tps, nil, brokers)
+	if again := assign(tps, map[TopicPartition][]int32{}, brokers); !maps.Equal(plain, again) {
+		t.Fatalf("an empty preference map changed the assignment")
 	}
 }
 
@@ -210,7 +256,7 @@ func TestRebalanceDelay(t *testing.T) {
 	}
 	// A leaderless partition goes to its desired owner, new or not.
 	var tp TopicPartition
-	desired := assign(c.partSet(), []int32{1, 2})
+	desired := assign(c.partSet(), nil, []int32{1, 2})
 	for _, x := range c.parts {
 		if desired[x] == 2 {
 			tp = x

@@ -361,7 +361,7 @@ func (c *testCluster) settled(nodes []*testNode, dead ...*testNode) error {
 			return fmt.Errorf("broker %d: Brokers() = %v, want %v", tn.id, got, ids)
 		}
 	}
-	desired := assign(c.partSet(), ids)
+	desired := assign(c.partSet(), nil, ids)
 	for _, tp := range c.parts {
 		if want, got := desired[tp], leaderOf(nodes, tp); got != want {
 			return fmt.Errorf("%v on broker %d, want %d", tp, got, want)

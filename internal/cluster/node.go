@@ -97,6 +97,7 @@ type Node struct {
 	view     view
 	parts    map[TopicPartition]*part
 	want     map[TopicPartition]struct{}
+	prefer   map[TopicPartition][]int32          // preferred replicas of some of want
 	assigned map[string]map[TopicPartition]int32 // placementLocked's cache, by broker set
 	owned    map[TopicPartition]*tenure          // our leader keys in the current session
 	dropped  map[TopicPartition]*tenure          // relinquished, still to release and delete
@@ -283,13 +284,19 @@ func (n *Node) Relinquish(tp TopicPartition) {
 
 // SetPartitions tells the node the full current set of partitions. Those
 // not in it are released (fenced=false) and their leader keys deleted.
-func (n *Node) SetPartitions(tps []TopicPartition) {
+func (n *Node) SetPartitions(tps []TopicPartition) { n.SetPartitionsPreferred(tps, nil) }
+
+// SetPartitionsPreferred is SetPartitions with preferred replica lists for
+// some of the partitions: each is led by the first of its list that is a
+// live broker (Kafka's preferred leader), the others are balanced.
+func (n *Node) SetPartitionsPreferred(tps []TopicPartition, prefer map[TopicPartition][]int32) {
 	want := make(map[TopicPartition]struct{}, len(tps))
 	for _, tp := range tps {
 		want[tp] = struct{}{}
 	}
 	n.mu.Lock()
 	n.want = want
+	n.prefer = prefer
 	clear(n.assigned)
 	for tp, p := range n.parts {
 		if _, ok := want[tp]; !ok {

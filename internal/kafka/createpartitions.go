@@ -37,9 +37,12 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response 
 			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d assignments given for %d new partitions", len(rt.Assignment), rt.Count-info.Partitions))
 		case rt.Count > 100000:
 			fail(kerr.InvalidPartitions.Code, fmt.Sprintf("%d partitions exceeds the per-topic limit of 100000", rt.Count))
-		case req.ValidateOnly:
 		default:
-			if err := b.Engine().CreatePartitions(rc.ctx, rt.Topic, rt.Count); err != nil {
+			var as [][]int32
+			for _, a := range rt.Assignment {
+				as = append(as, a.Replicas)
+			}
+			if err := b.CreatePartitions(rc.ctx, rt.Topic, rt.Count, as, req.ValidateOnly); err != nil {
 				fail(errorCode(err), err.Error())
 			}
 		}

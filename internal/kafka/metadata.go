@@ -47,8 +47,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			mp.Leader = leader
 			mp.LeaderEpoch = epoch
-			mp.Replicas = b.Replicas(p, leader, t.ReplicationFactor)
-			mp.ISR = mp.Replicas
+			mp.Replicas, mp.ISR = b.ReplicasISR(t, p, leader)
 			if !ok {
 				mp.ISR = []int32{}
 			}

@@ -1,18 +1,18 @@
 package kafka
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // AlterPartitionReassignments v0 and ListPartitionReassignments v0 (both
-// flexible). Data lives in the storage layer, not on brokers, so there is
-// never a reassignment in progress; assigning a partition to the node that
-// already leads it is accepted as a no-op, any other replica set names a
-// broker that does not exist (INVALID_REPLICA_ASSIGNMENT), and cancelling
-// answers NO_REASSIGNMENT_IN_PROGRESS, as Kafka does.
+// flexible). Data lives in the storage layer, not on brokers, so a
+// reassignment moves no data and is complete when it is answered: the
+// partition reports the new replica list, and its leadership moves to the
+// first live broker of it (the preferred leader). A list naming an unknown
+// broker, or one twice, is INVALID_REPLICA_ASSIGNMENT; cancelling (a null
+// list) answers NO_REASSIGNMENT_IN_PROGRESS, and ListPartitionReassignments
+// lists nothing, as Kafka does once reassignments have finished.
 func init() {
 	register(kmsg.AlterPartitionAssignments, 0, 0, handleAlterPartitionReassignments)
 	register(kmsg.ListPartitionReassignments, 0, 0, handleListPartitionReassignments)
@@ -34,10 +34,12 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) func() kms
 				sp.ErrorCode = errorCode(err)
 			case rp.Replicas == nil:
 				sp.ErrorCode = kerr.NoReassignmentInProgress.Code
-			case len(rp.Replicas) != 1 || rp.Replicas[0] != b.NodeID():
-				sp.ErrorCode = kerr.InvalidReplicaAssignment.Code
-				msg := fmt.Sprintf("replicas %v: the only broker is %d", rp.Replicas, b.NodeID())
-				sp.ErrorMessage = &msg
+			default:
+				err = b.Reassign(rc.ctx, rt.Topic, map[int32][]int32{rp.Partition: rp.Replicas})
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					sp.ErrorMessage = errorMessage(err)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

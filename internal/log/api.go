@@ -55,6 +55,11 @@ type TopicInfo struct {
 	ReplicationFactor int16
 	Configs           map[string]string // overrides only
 	Internal          bool
+	// Assignments are the replica lists given for partitions, by
+	// partition, at creation or by a reassignment; the first live broker
+	// of a list is the partition's preferred leader. Shared: not to be
+	// modified.
+	Assignments map[int32][]int32
 }
 
 // AppendResult is the outcome of a successful Append.

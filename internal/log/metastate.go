@@ -43,13 +43,17 @@ type topicRecord struct {
 	// (records written before it was kept) means 1.
 	ReplicationFactor int16             `json:"replication_factor,omitempty"`
 	Configs           map[string]string `json:"configs,omitempty"`
+	// Assignments are the replica lists given for partitions (at creation
+	// or by a reassignment), by partition; absent for the others.
+	Assignments map[int32][]int32 `json:"assignments,omitempty"`
 }
 
-func encodeTopic(id [16]byte, partitions int32, rf int16, configs map[string]string) []byte {
+func encodeTopic(id [16]byte, partitions int32, rf int16, configs map[string]string, assign map[int32][]int32) []byte {
 	if rf <= 1 {
 		rf = 0 // the default, left out
 	}
-	b, _ := json.Marshal(topicRecord{ID: hex.EncodeToString(id[:]), Partitions: partitions, ReplicationFactor: rf, Configs: configs})
+	b, _ := json.Marshal(topicRecord{ID: hex.EncodeToString(id[:]), Partitions: partitions, ReplicationFactor: rf,
+		Configs: configs, Assignments: assign})
 	return b
 }
 

@@ -35,6 +35,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			rec.Configs = map[string]string{}
 		}
 		t := e.newTopic(name, id, rec.ReplicationFactor, rec.Configs)
+		t.assign = rec.Assignments
 		e.addPartitions(t, rec.Partitions)
 		e.topics[name] = t
 		e.byID[id] = t

@@ -1098,6 +1098,7 @@ func (e *Engine) applyTopic(name string, v []byte) {
 	// Built before taking e.mu: brokerDefaults takes it too.
 	cfg := topicconfig.Parse(e.brokerDefaults(), rec.Configs)
 	fresh := e.newTopic(name, id, rec.ReplicationFactor, rec.Configs)
+	fresh.assign = rec.Assignments
 	e.addPartitions(fresh, rec.Partitions)
 	e.mu.Lock()
 	t, ok := e.topics[name]
@@ -1117,6 +1118,7 @@ func (e *Engine) applyTopic(name string, v []byte) {
 		e.addPartitions(t, rec.Partitions)
 	}
 	t.overrides = rec.Configs
+	t.assign = rec.Assignments
 	t.cfg.Store(&cfg)
 	e.mu.Unlock()
 }

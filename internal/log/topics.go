@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -18,8 +19,10 @@ type topic struct {
 	id       [16]byte
 	rf       int16 // replication factor, at least 1; fixed at creation
 	internal bool
-	// overrides is replaced, never mutated; guarded by Engine.mu.
+	// overrides and assign are replaced, never mutated; guarded by
+	// Engine.mu.
 	overrides map[string]string
+	assign    map[int32][]int32
 	cfg       atomic.Pointer[topicconfig.Config]
 	parts     atomic.Pointer[[]*Partition]
 }
@@ -33,7 +36,7 @@ func (t *topic) partitions() []*Partition {
 
 func (t *topic) info() TopicInfo {
 	return TopicInfo{Name: t.name, ID: t.id, Partitions: int32(len(t.partitions())),
-		ReplicationFactor: t.rf, Configs: maps.Clone(t.overrides), Internal: t.internal}
+		ReplicationFactor: t.rf, Configs: maps.Clone(t.overrides), Internal: t.internal, Assignments: t.assign}
 }
 
 // IsInternalTopic reports whether name is an internal topic: Kafka's
@@ -75,6 +78,12 @@ func (e *Engine) CreateTopic(ctx context.Context, name string, partitions int32,
 // under 1 are kept as 1). Checking it against the live brokers is the
 // caller's job.
 func (e *Engine) CreateTopicRF(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string) (TopicInfo, error) {
+	return e.CreateTopicAssigned(ctx, name, partitions, rf, configs, nil)
+}
+
+// CreateTopicAssigned is CreateTopicRF keeping replica lists given for
+// partitions (assign, by partition; checked by the caller).
+func (e *Engine) CreateTopicAssigned(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string, assign map[int32][]int32) (TopicInfo, error) {
 	if e.closed.Load() {
 		return TopicInfo{}, ErrClosed
 	}
@@ -95,7 +104,7 @@ func (e *Engine) CreateTopicRF(ctx context.Context, name string, partitions int3
 	}
 	id := newUUID()
 	err := e.md.Txn(ctx, []meta.Compare{{Key: keyTopics + name, Version: 0}},
-		meta.Put(keyTopics+name, encodeTopic(id, partitions, rf, overrides)))
+		meta.Put(keyTopics+name, encodeTopic(id, partitions, rf, overrides, assign)))
 	if err != nil {
 		if isConflict(err) {
 			return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
@@ -103,6 +112,7 @@ func (e *Engine) CreateTopicRF(ctx context.Context, name string, partitions int3
 		return TopicInfo{}, fmt.Errorf("%w: create topic: %v", ErrStorage, err)
 	}
 	t := e.newTopic(name, id, rf, overrides)
+	t.assign = assign
 	e.addPartitions(t, partitions)
 	e.mu.Lock()
 	e.topics[name] = t
@@ -142,6 +152,12 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 
 // CreatePartitions grows a topic to total partitions.
 func (e *Engine) CreatePartitions(ctx context.Context, name string, total int32) error {
+	return e.CreatePartitionsAssigned(ctx, name, total, nil)
+}
+
+// CreatePartitionsAssigned is CreatePartitions keeping replica lists given
+// for the new partitions (assign, by partition; checked by the caller).
+func (e *Engine) CreatePartitionsAssigned(ctx context.Context, name string, total int32, assign map[int32][]int32) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -158,13 +174,65 @@ func (e *Engine) CreatePartitions(ctx context.Context, name string, total int32)
 		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
 	}
 	e.mu.RLock()
-	ov := t.overrides
+	ov, as := t.overrides, mergeAssign(t.assign, assign)
 	e.mu.RUnlock()
-	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, total, t.rf, ov))); err != nil {
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, total, t.rf, ov, as))); err != nil {
 		return fmt.Errorf("%w: create partitions: %v", ErrStorage, err)
 	}
+	e.mu.Lock()
+	t.assign = as
+	e.mu.Unlock()
 	e.addPartitions(t, total)
 	return nil
+}
+
+// Reassign sets the replica lists of some of a topic's partitions (assign,
+// by partition; checked by the caller). Data stays where it is, in shared
+// storage: only the replicas reported, and the preferred leader, change.
+func (e *Engine) Reassign(ctx context.Context, name string, assign map[int32][]int32) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.adminMu.Lock()
+	defer e.adminMu.Unlock()
+	e.mu.RLock()
+	t, ok := e.topics[name]
+	var ov, as = map[string]string(nil), map[int32][]int32(nil)
+	if ok {
+		ov, as = t.overrides, mergeAssign(t.assign, assign)
+	}
+	e.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+	}
+	n := int32(len(t.partitions()))
+	for p := range assign {
+		if p < 0 || p >= n {
+			return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, name, p)
+		}
+	}
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, n, t.rf, ov, as))); err != nil {
+		return fmt.Errorf("%w: reassign partitions: %v", ErrStorage, err)
+	}
+	e.mu.Lock()
+	t.assign = as
+	e.mu.Unlock()
+	return nil
+}
+
+// mergeAssign is a copy of old with add's lists put over it.
+func mergeAssign(old, add map[int32][]int32) map[int32][]int32 {
+	if len(add) == 0 {
+		return old
+	}
+	out := maps.Clone(old)
+	if out == nil {
+		out = make(map[int32][]int32, len(add))
+	}
+	for p, rs := range add {
+		out[p] = slices.Clone(rs)
+	}
+	return out
 }
 
 // Topics returns every topic, sorted by name.
@@ -231,7 +299,10 @@ func (e *Engine) AlterTopicConfigs(ctx context.Context, name string, set map[str
 	if err := topicconfig.Validate(next); err != nil {
 		return err
 	}
-	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), t.rf, next))); err != nil {
+	e.mu.RLock()
+	as := t.assign
+	e.mu.RUnlock()
+	if err := e.md.Txn(ctx, nil, meta.Put(keyTopics+name, encodeTopic(t.id, int32(len(t.partitions())), t.rf, next, as))); err != nil {
 		return fmt.Errorf("%w: alter configs: %v", ErrStorage, err)
 	}
 	cfg := topicconfig.Parse(e.brokerDefaults(), next)

@@ -98,12 +98,20 @@ func (g *clusterGlue) pushPartitions() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var tps []cluster.TopicPartition
+	var prefer map[cluster.TopicPartition][]int32
 	for _, t := range g.engine.Topics() {
 		for p := int32(0); p < t.Partitions; p++ {
-			tps = append(tps, cluster.TopicPartition{Topic: t.Name, Partition: p})
+			tp := cluster.TopicPartition{Topic: t.Name, Partition: p}
+			tps = append(tps, tp)
+			if rs := t.Assignments[p]; len(rs) > 0 {
+				if prefer == nil {
+					prefer = map[cluster.TopicPartition][]int32{}
+				}
+				prefer[tp] = rs
+			}
 		}
 	}
-	n.SetPartitions(tps)
+	n.SetPartitionsPreferred(tps, prefer)
 }
 
 // Acquire implements cluster.Handler: load the partition, then the

@@ -44,6 +44,7 @@ func TestClusterSmoke(t *testing.T) {
 	}
 	checkReplicationFactor(t, seeds)
 	checkDynamicConfigs(t, seeds, "smoke")
+	checkAssignments(t, seeds)
 }
 
 // checkDynamicConfigs: a cluster-wide broker config altered through one

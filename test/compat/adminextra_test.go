@@ -74,6 +74,28 @@ func TestAdminExtras(t *testing.T) {
 		wantCode(t, "cancel a reassignment", ps[2].ErrorCode, kerr.NoReassignmentInProgress)
 	})
 
+	t.Run("CreatePartitionsAssigned", func(t *testing.T) {
+		grow := func(count int32, replicas ...[]int32) int16 {
+			req := kmsg.NewPtrCreatePartitionsRequest()
+			rt := kmsg.NewCreatePartitionsRequestTopic()
+			rt.Topic, rt.Count = topic, count
+			for _, rs := range replicas {
+				a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+				a.Replicas = rs
+				rt.Assignment = append(rt.Assignment, a)
+			}
+			req.Topics = append(req.Topics, rt)
+			return request[*kmsg.CreatePartitionsResponse](t, br, req).Topics[0].ErrorCode
+		}
+		wantCode(t, "new partition on a missing broker", grow(3, []int32{3}), kerr.InvalidReplicaAssignment)
+		wantCode(t, "new partition with an empty replica list", grow(3, []int32{}), kerr.InvalidReplicaAssignment)
+		wantCode(t, "new partition on the broker", grow(3, []int32{1}), nil)
+		mresp := request[*kmsg.MetadataResponse](t, br, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(topic)}}})
+		if ps := mresp.Topics[0].Partitions; len(ps) != 3 || len(ps[2].Replicas) != 1 || ps[2].Replicas[0] != 1 {
+			t.Fatalf("after growing to 3 with partition 2 on broker 1: %+v", ps)
+		}
+	})
+
 	t.Run("ACLs", func(t *testing.T) {
 		resp := request[*kmsg.DescribeACLsResponse](t, br, kmsg.NewPtrDescribeACLsRequest())
 		wantCode(t, "describe ACLs", resp.ErrorCode, kerr.SecurityDisabled)
