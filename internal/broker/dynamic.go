@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
@@ -63,6 +64,54 @@ func (b *Broker) scope(resource string) (string, error) {
 
 // ErrUnknownBroker is returned for a broker resource naming another node.
 var ErrUnknownBroker = errors.New("broker: unknown broker id")
+
+// brokerOnly are the dynamic broker configs that are not defaults of a
+// topic config: each has its own effect on the broker.
+var brokerOnly = map[string]struct {
+	typ   topicconfig.Type
+	def   string
+	doc   string
+	apply func(b *Broker, v string)
+}{
+	"log.cleaner.backoff.ms": {topicconfig.TypeLong, "15000",
+		"The amount of time to sleep between compaction passes over the compacted partitions this broker leads. Compaction also runs with every retention check (log.retention.check.interval.ms).",
+		func(b *Broker, v string) {
+			ms, _ := strconv.ParseInt(v, 10, 64) // validated when set
+			b.engine.SetCleanerBackoff(time.Duration(ms) * time.Millisecond)
+		}},
+}
+
+// BrokerOnlyDef describes a dynamic broker config that is not a topic
+// default (Name and Type are set), for request handlers that check keys.
+func BrokerOnlyDef(key string) (topicconfig.Def, bool) {
+	d, ok := brokerOnly[key]
+	if !ok {
+		return topicconfig.Def{}, false
+	}
+	return topicconfig.Def{Name: key, Type: d.typ, Default: d.def, Doc: d.doc}, true
+}
+
+// validateBrokerOnly checks a value of a brokerOnly key: all are
+// non-negative longs.
+func validateBrokerOnly(key, v string) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+		return fmt.Errorf("%w: %s: %q is not a non-negative integer", topicconfig.ErrInvalid, key, v)
+	}
+	return nil
+}
+
+// brokerOnlyLayers are the layers of a brokerOnly key, highest first; the
+// built-in default is always last.
+func (b *Broker) brokerOnlyLayersLocked(key string) []BrokerConfig {
+	var layers []BrokerConfig
+	if v, ok := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))][key]; ok {
+		layers = append(layers, BrokerConfig{Name: key, Value: v, Source: SourceDynamicBroker})
+	}
+	if v, ok := b.dynamic["default"][key]; ok {
+		layers = append(layers, BrokerConfig{Name: key, Value: v, Source: SourceDynamicDefaultBroker})
+	}
+	return append(layers, BrokerConfig{Name: key, Value: brokerOnly[key].def, Source: SourceDefault})
+}
 
 // dynamicKeys maps each dynamically alterable broker key to its topic key.
 func dynamicKeys() map[string]string {
@@ -122,6 +171,12 @@ func (b *Broker) SetDynamicConfigs(ctx context.Context, resource string, next ma
 	}
 	sort.Strings(names)
 	for _, k := range names {
+		if _, ok := brokerOnly[k]; ok {
+			if err := validateBrokerOnly(k, next[k]); err != nil {
+				return err
+			}
+			continue
+		}
 		tk, ok := keys[k]
 		if !ok {
 			return fmt.Errorf("%w: broker config %q cannot be updated dynamically (set it in the config file, flags or SLUICE_* environment)", topicconfig.ErrInvalid, k)
@@ -160,11 +215,16 @@ func (b *Broker) applyDefaultsLocked() {
 	keys := dynamicKeys()
 	for _, scope := range []string{"default", "node-" + strconv.Itoa(int(b.cfg.NodeID))} {
 		for bk, v := range b.dynamic[scope] {
-			eff[keys[bk]] = v
+			if tk, ok := keys[bk]; ok {
+				eff[tk] = v
+			}
 		}
 	}
 	b.topicDefaults = eff
 	b.engine.SetBrokerDefaults(eff)
+	for k, d := range brokerOnly {
+		d.apply(b, b.brokerOnlyLayersLocked(k)[0].Value)
+	}
 }
 
 // TopicDefaults are the effective broker-level topic config defaults, keyed
@@ -237,6 +297,14 @@ func (b *Broker) BrokerConfigs() []BrokerConfig {
 		c.Synonyms = layers
 		out = append(out, c)
 	}
+	b.dynMu.RLock()
+	for k, d := range brokerOnly {
+		layers := b.brokerOnlyLayersLocked(k)
+		c := layers[0]
+		c.Type, c.Doc, c.Synonyms = d.typ, d.doc, layers
+		out = append(out, c)
+	}
+	b.dynMu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

@@ -92,7 +92,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				c.IsDefault = bc.Source == broker.SourceDefault
 				c.ConfigType = kmsg.ConfigTypeString
 				doc := bc.Doc
-				if d, ok := brokerKeyDef(bc.Name); ok {
+				if d, ok := topicDefaultDef(bc.Name); ok {
 					c.ConfigType = kmsg.ConfigType(d.Type)
 					doc = "Broker-wide default of the topic config " + d.Name + ". " + d.Doc
 				}
@@ -152,8 +152,18 @@ func topicSynonyms(b *broker.Broker, d topicconfig.Def, overrides map[string]str
 	return out
 }
 
-// brokerKeyDef finds the topic config a broker-level key is the default of.
+// brokerKeyDef describes a dynamic broker key: the topic config it is the
+// default of, or a broker-only config.
 func brokerKeyDef(brokerKey string) (topicconfig.Def, bool) {
+	if d, ok := topicDefaultDef(brokerKey); ok {
+		return d, true
+	}
+	return broker.BrokerOnlyDef(brokerKey)
+}
+
+// topicDefaultDef is the topic config whose broker-wide default brokerKey
+// is.
+func topicDefaultDef(brokerKey string) (topicconfig.Def, bool) {
 	for _, d := range topicconfig.Defs() {
 		if d.BrokerKey == brokerKey {
 			return d, true

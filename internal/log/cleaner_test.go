@@ -246,3 +246,24 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("%d objects after compaction and GC, want 1", len(objs))
 	}
 }
+
+// TestCleanerBackoff: with the retention check an hour away, compaction
+// still runs on its own every cleaner backoff, and SetCleanerBackoff
+// changes the pause at once.
+func TestCleanerBackoff(t *testing.T) {
+	v := newEnv(t)
+	e := v.open() // retention check and cleaner backoff an hour away
+	e.CreateTopic(bg, "c", 1, map[string]string{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+	p, _ := e.Partition("c", 0)
+	now := v.clk.Now().UnixMilli()
+	for round := range 3 {
+		mustAppend(t, p, mkRecords(t, 0, now, []rec{{key: "k", ts: now, value: []byte(fmt.Sprint(round))}}))
+	}
+	e.forceRoll(bg)
+	mustAppend(t, p, mkRecords(t, 0, now, []rec{{key: "tail", ts: now, value: []byte("t")}}))
+	if got := readAll(t, p, 1<<20); len(got) != 4 {
+		t.Fatalf("%d records before compaction, want 4", len(got))
+	}
+	e.SetCleanerBackoff(10 * time.Millisecond)
+	testEventually(t, func() bool { return len(readAll(t, p, 1<<20)) == 2 }) // k's last value, and the tail
+}

@@ -30,6 +30,10 @@ type Config struct {
 	BrokerDefaults         map[string]string
 	RetentionCheckInterval time.Duration    // default 30s
 	Now                    func() time.Time // nil = time.Now
+	// CleanerBackoff is the pause between compaction passes, in addition
+	// to the one of each retention check, until SetCleanerBackoff changes
+	// it (default DefaultCleanerBackoff, Kafka's log.cleaner.backoff.ms).
+	CleanerBackoff time.Duration
 
 	// TailBytesPerPartition is how much already-rolled data a partition
 	// keeps in memory for readers near the head (default 1 MiB).
@@ -95,8 +99,8 @@ func (c *Config) Validate() error {
 		return errors.New("log: Config.FlushMessages must be > 0 with FlushMessages")
 	case c.Flush == FlushInterval && c.FlushInterval <= 0:
 		return errors.New("log: Config.FlushInterval must be > 0 with FlushInterval")
-	case c.WALSegmentBytes < 0 || c.RollInterval < 0 || c.RetentionCheckInterval < 0:
-		return errors.New("log: Config.WALSegmentBytes, RollInterval and RetentionCheckInterval must be >= 0")
+	case c.WALSegmentBytes < 0 || c.RollInterval < 0 || c.RetentionCheckInterval < 0 || c.CleanerBackoff < 0:
+		return errors.New("log: Config.WALSegmentBytes, RollInterval, RetentionCheckInterval and CleanerBackoff must be >= 0")
 	case c.ProducerIDExpiration < 0:
 		return errors.New("log: Config.ProducerIDExpiration (producer.id.expiration.ms) must be >= 0")
 	}
@@ -171,6 +175,11 @@ type Engine struct {
 	bg     sync.WaitGroup
 	closed atomic.Bool
 
+	// cleanerBackoff (ns) is the pause between compaction passes (Kafka's
+	// log.cleaner.backoff.ms); cleanerKick tells the clean loop it changed.
+	cleanerBackoff atomic.Int64
+	cleanerKick    chan struct{}
+
 	adminMu sync.Mutex // serializes topic admin operations
 
 	mu     sync.RWMutex
@@ -228,7 +237,8 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
-		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{})}
+		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1)}
+	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()

@@ -72,6 +72,7 @@ func (v *env) open() *Engine {
 	cfg := DefaultConfig(filepath.Join(v.dir, "wal"))
 	cfg.Now = v.clk.Now
 	cfg.RetentionCheckInterval = time.Hour // tests drive cleanOnce
+	cfg.CleanerBackoff = time.Hour
 	cfg.RollInterval = time.Hour
 	if v.cfg != nil {
 		v.cfg(&cfg)

@@ -9,31 +9,73 @@ import (
 	"github.com/sluice-mq/sluice/internal/meta"
 )
 
+// DefaultCleanerBackoff is the pause between compaction passes unless
+// SetCleanerBackoff says otherwise (Kafka's log.cleaner.backoff.ms default).
+const DefaultCleanerBackoff = 15 * time.Second
+
+// SetCleanerBackoff sets the pause between compaction passes over the
+// compacted topics this broker leads (log.cleaner.backoff.ms). It takes
+// effect at once; 0 means the default.
+func (e *Engine) SetCleanerBackoff(d time.Duration) {
+	if d <= 0 {
+		d = DefaultCleanerBackoff
+	}
+	if time.Duration(e.cleanerBackoff.Swap(int64(d))) != d {
+		select {
+		case e.cleanerKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (e *Engine) cleanerPause() time.Duration {
+	if d := time.Duration(e.cleanerBackoff.Load()); d > 0 {
+		return d
+	}
+	return DefaultCleanerBackoff
+}
+
 // cleanLoop runs retention, compaction, producer state expiry and object
-// garbage collection every RetentionCheckInterval.
+// garbage collection every RetentionCheckInterval, and compaction also
+// every cleaner backoff, one pass at a time.
 func (e *Engine) cleanLoop() {
 	defer e.bg.Done()
 	t := time.NewTicker(e.cfg.RetentionCheckInterval)
 	defer t.Stop()
+	ct := time.NewTimer(e.cleanerPause())
+	defer ct.Stop()
 	if !e.shared() {
 		e.collectGarbage(e.ctx) // orphans and dead objects found by Open
 	}
 	for {
 		select {
 		case <-t.C:
+			e.cleanOnce(e.ctx)
+			if e.shared() {
+				if err := e.collectShared(e.ctx); err != nil {
+					e.log.Warn("cluster garbage collection failed; next pass retries", "err", err)
+				}
+			}
+		case <-ct.C:
+			e.cleanPartitions(e.ctx, false, true)
+			ct.Reset(e.cleanerPause())
+		case <-e.cleanerKick:
+			ct.Reset(e.cleanerPause())
 		case <-e.ctx.Done():
 			return
-		}
-		e.cleanOnce(e.ctx)
-		if e.shared() {
-			if err := e.collectShared(e.ctx); err != nil {
-				e.log.Warn("cluster garbage collection failed; next pass retries", "err", err)
-			}
 		}
 	}
 }
 
+// cleanOnce is one pass of everything the clean loop does.
 func (e *Engine) cleanOnce(ctx context.Context) {
+	e.cleanPartitions(ctx, true, true)
+	e.collectGarbage(ctx)
+}
+
+// cleanPartitions runs retention and producer expiry (retain) and
+// compaction (compact) over the partitions this broker leads.
+func (e *Engine) cleanPartitions(ctx context.Context, retain, compact bool) {
 	e.mu.RLock()
 	topics := make([]*topic, 0, len(e.topics))
 	for _, t := range e.topics {
@@ -50,20 +92,21 @@ func (e *Engine) cleanOnce(ctx context.Context) {
 			if !p.Led() {
 				continue // cluster mode: another broker's partition
 			}
-			p.expireProducers(cutoff)
-			if cfg.Delete {
-				if err := p.applyRetention(ctx); err != nil {
-					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
+			if retain {
+				p.expireProducers(cutoff)
+				if cfg.Delete {
+					if err := p.applyRetention(ctx); err != nil {
+						e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
+					}
 				}
 			}
-			if cfg.Compact {
+			if compact && cfg.Compact {
 				if err := p.compact(ctx); err != nil {
 					e.log.Warn("compaction failed", "topic", t.name, "partition", p.id, "err", err)
 				}
 			}
 		}
 	}
-	e.collectGarbage(ctx)
 }
 
 // unit is a retention unit: a rolled extent or an unrolled tail batch.

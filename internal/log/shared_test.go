@@ -98,6 +98,7 @@ func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 	}
 	cfg := DefaultConfig("")
 	cfg.RetentionCheckInterval = time.Hour
+	cfg.CleanerBackoff = time.Hour
 	cfg.Shared = &SharedConfig{Fence: l.fence}
 	e, err := Open(context.Background(), cfg, st, md, nil, prometheus.NewRegistry())
 	if err != nil {
@@ -247,6 +248,7 @@ func TestSharedGarbageCollection(t *testing.T) {
 	}
 	cfg := DefaultConfig("")
 	cfg.RetentionCheckInterval = time.Hour // the test drives collectShared
+	cfg.CleanerBackoff = time.Hour
 	cfg.Shared = &SharedConfig{Fence: l.fence, IsController: func() bool { return true }, OrphanGrace: 400 * time.Millisecond}
 	e, err := Open(context.Background(), cfg, st, md, nil, prometheus.NewRegistry())
 	if err != nil {

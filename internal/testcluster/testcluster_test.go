@@ -35,11 +35,11 @@ func TestBrokerArgs(t *testing.T) {
 	}{
 		{"first", 0, Options{LeaseTTL: 2 * time.Second},
 			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 1 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
-				"--lease-ttl 2s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
+				"--lease-ttl 2s --etcd-compaction-interval 3s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
 				"--s3-region us-east-1 --s3-addressing path"},
 		{"third with extra", 2, Options{LeaseTTL: 1500 * time.Millisecond, ExtraArgs: []string{"--log-level", "debug"}},
 			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 3 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
-				"--lease-ttl 1.5s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
+				"--lease-ttl 1.5s --etcd-compaction-interval 3s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
 				"--s3-region us-east-1 --s3-addressing path --log-level debug"},
 	}
 	for _, tc := range cases {

@@ -152,3 +152,48 @@ func TestDescribeConfigsDocumentation(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanerBackoffConfig: log.cleaner.backoff.ms, a dynamic broker config
+// that is not a topic default (sarama's functional suite alters it), is
+// described with Kafka's default, altered per broker, and checked.
+func TestCleanerBackoffConfig(t *testing.T) {
+	b := startBroker(t)
+	ctx := ctxFor(t, 60*time.Second)
+	adm := newAdmin(t, b.Addr())
+	const key = "log.cleaner.backoff.ms"
+	describe := func() kadm.Config {
+		t.Helper()
+		rcs, err := adm.DescribeBrokerConfigs(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rcs[0].Configs {
+			if c.Key == key {
+				return c
+			}
+		}
+		t.Fatalf("%s not described", key)
+		return kadm.Config{}
+	}
+	if c := describe(); c.MaybeValue() != "15000" || c.Source.String() != "DEFAULT_CONFIG" {
+		t.Fatalf("before: %q from %s, want Kafka's default 15000", c.MaybeValue(), c.Source)
+	}
+	alter := func(v string) error {
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: key, Value: &v}}, 1)
+		if err == nil {
+			for _, r := range resps {
+				err = r.Err
+			}
+		}
+		return err
+	}
+	if err := alter("15001"); err != nil {
+		t.Fatal(err)
+	}
+	if c := describe(); c.MaybeValue() != "15001" || c.Source.String() != "DYNAMIC_BROKER_CONFIG" {
+		t.Fatalf("after altering: %q from %s", c.MaybeValue(), c.Source)
+	}
+	if err := alter("-1"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("negative backoff: want INVALID_CONFIG, got %v", err)
+	}
+}
