@@ -333,6 +333,29 @@ func (p *Partition) Wait() <-chan struct{} {
 // reader may see.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
+// WaitHighWatermark waits until the high watermark reaches target (an
+// earlier LogEndOffset: what was appended by then is durable) and reports
+// whether it did; false when ctx ends first or the partition is gone.
+func (p *Partition) WaitHighWatermark(ctx context.Context, target int64) bool {
+	for {
+		ch := p.Wait()
+		if p.hw.Load() >= target {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+		p.hwMu.Lock()
+		gone := p.gone
+		p.hwMu.Unlock()
+		if gone {
+			return p.hw.Load() >= target
+		}
+	}
+}
+
 // LogStartOffset is the first offset still readable.
 func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 

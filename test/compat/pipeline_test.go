@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
@@ -85,5 +88,35 @@ func TestPipelinedResponseNotHeldBack(t *testing.T) {
 	}
 	if p := fresp.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
 		t.Fatalf("fetch: error code %d, %d bytes of records; want the record produced", p.ErrorCode, len(p.RecordBatches))
+	}
+}
+
+// TestListOffsetsLatestAfterAcks1: a record acknowledged with acks=1 is
+// not durable yet (the high watermark is the durable end), but a
+// ListOffsets(latest) that follows it reports it: ListOffsets waits, off
+// the read path, for what was appended before it to become durable, as a
+// single-replica Kafka partition would show it. fsync every 300 ms makes
+// the gap wide.
+func TestListOffsetsLatestAfterAcks1(t *testing.T) {
+	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Flush.Mode, c.Flush.Interval = "interval", 300*time.Millisecond
+	}))
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+	cl := testbroker.NewClient(t, b.Addr(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	adm := kadm.NewClient(cl)
+	ctx := ctxFor(t, 30*time.Second)
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := offs.Lookup(topic, 0)
+		if o.Err != nil || o.Offset != int64(i+1) {
+			t.Fatalf("latest offset after %d acks=1 records: %d (%v), want %d", i+1, o.Offset, o.Err, i+1)
+		}
 	}
 }
