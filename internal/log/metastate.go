@@ -57,6 +57,11 @@ func encodeTopic(id [16]byte, partitions int32, rf int16, configs map[string]str
 	return b
 }
 
+// maxRecordPartitions bounds the partition count a topic record may claim,
+// so that a corrupt record cannot make a broker allocate without limit.
+// CreateTopics and CreatePartitions stop at 100,000 per topic.
+const maxRecordPartitions = 1 << 20
+
 func decodeTopic(b []byte) (id [16]byte, rec topicRecord, err error) {
 	if err = json.Unmarshal(b, &rec); err != nil {
 		return id, rec, err
@@ -66,6 +71,19 @@ func decodeTopic(b []byte) (id [16]byte, rec topicRecord, err error) {
 		return id, rec, fmt.Errorf("bad topic id %q", rec.ID)
 	}
 	copy(id[:], raw)
+	if rec.Partitions < 1 || rec.Partitions > maxRecordPartitions || rec.ReplicationFactor < 0 {
+		return id, rec, fmt.Errorf("bad topic record: %d partitions, replication factor %d", rec.Partitions, rec.ReplicationFactor)
+	}
+	for p, rs := range rec.Assignments {
+		if p < 0 || p >= rec.Partitions || len(rs) == 0 {
+			return id, rec, fmt.Errorf("bad topic record: assignment of partition %d: %v", p, rs)
+		}
+		for _, r := range rs {
+			if r < 0 {
+				return id, rec, fmt.Errorf("bad topic record: assignment of partition %d: broker %d", p, r)
+			}
+		}
+	}
 	return id, rec, nil
 }
 
