@@ -80,7 +80,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 // broker's, so they stop after every broker.
 func startServices(t testing.TB) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t)}
+	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t, s3test.WithKeepAlive())}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := s3.New(ctx, c.s3.Config(Bucket)) // Config sets CreateBucket

@@ -681,7 +681,7 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 // TCP connection per request costs a connect, a close and a TIME_WAIT
 // socket each, and shows in the produce latency of cluster mode.
 func TestConnectionReuse(t *testing.T) {
-	srv := server(t)
+	srv := s3test.Start(t, s3test.WithKeepAlive())
 	st, err := s3.New(context.Background(), srv.Config(uniq("reuse")))
 	if err != nil {
 		t.Fatal(err)
