@@ -121,21 +121,32 @@ func (e *Engine) CreateTopicAssigned(ctx context.Context, name string, partition
 	return t.info(), nil
 }
 
-// DeleteTopic removes a topic. Its partitions stop accepting appends at
-// once; its data is removed in the background. A topic created later with
-// the same name has a new ID and starts empty.
-func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+// lockAdminTopic takes adminMu, which serializes topic changes, and finds
+// the topic name; the caller unlocks adminMu unless it returns an error.
+func (e *Engine) lockAdminTopic(name string) (*topic, error) {
 	if e.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	e.adminMu.Lock()
-	defer e.adminMu.Unlock()
 	e.mu.RLock()
 	t, ok := e.topics[name]
 	e.mu.RUnlock()
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
+		e.adminMu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
 	}
+	return t, nil
+}
+
+// DeleteTopic removes a topic. Its partitions stop accepting appends at
+// once; its data is removed in the background. A topic created later with
+// the same name has a new ID and starts empty.
+func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
+	t, err := e.lockAdminTopic(name)
+	if err != nil {
+		return err
+	}
+	defer e.adminMu.Unlock()
 	if err := e.md.Txn(ctx, nil, meta.Delete(keyTopics+name), meta.DeletePrefix(pstatePrefix(t.id)),
 		meta.DeletePrefix(producersPrefix(t.id))); err != nil {
 		return fmt.Errorf("%w: delete topic: %v", ErrStorage, err)
@@ -158,17 +169,11 @@ func (e *Engine) CreatePartitions(ctx context.Context, name string, total int32)
 // CreatePartitionsAssigned is CreatePartitions keeping replica lists given
 // for the new partitions (assign, by partition; checked by the caller).
 func (e *Engine) CreatePartitionsAssigned(ctx context.Context, name string, total int32, assign map[int32][]int32) error {
-	if e.closed.Load() {
-		return ErrClosed
+	t, err := e.lockAdminTopic(name)
+	if err != nil {
+		return err
 	}
-	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	e.mu.RLock()
-	t, ok := e.topics[name]
-	e.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
-	}
 	cur := int32(len(t.partitions()))
 	if total <= cur {
 		return fmt.Errorf("%w: topic %s has %d partitions, asked for %d", ErrInvalidPartitions, name, cur, total)
@@ -190,21 +195,14 @@ func (e *Engine) CreatePartitionsAssigned(ctx context.Context, name string, tota
 // by partition; checked by the caller). Data stays where it is, in shared
 // storage: only the replicas reported, and the preferred leader, change.
 func (e *Engine) Reassign(ctx context.Context, name string, assign map[int32][]int32) error {
-	if e.closed.Load() {
-		return ErrClosed
+	t, err := e.lockAdminTopic(name)
+	if err != nil {
+		return err
 	}
-	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
 	e.mu.RLock()
-	t, ok := e.topics[name]
-	var ov, as = map[string]string(nil), map[int32][]int32(nil)
-	if ok {
-		ov, as = t.overrides, mergeAssign(t.assign, assign)
-	}
+	ov, as := t.overrides, mergeAssign(t.assign, assign)
 	e.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
-	}
 	n := int32(len(t.partitions()))
 	for p := range assign {
 		if p < 0 || p >= n {
@@ -273,21 +271,14 @@ func (e *Engine) TopicByID(id [16]byte) (TopicInfo, bool) {
 // exactly set (AlterConfigs); otherwise set is merged in and del removed
 // (IncrementalAlterConfigs). The result is validated as a whole.
 func (e *Engine) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string, replace bool) error {
-	if e.closed.Load() {
-		return ErrClosed
+	t, err := e.lockAdminTopic(name)
+	if err != nil {
+		return err
 	}
-	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
 	e.mu.RLock()
-	t, ok := e.topics[name]
-	var ov map[string]string
-	if ok {
-		ov = t.overrides
-	}
+	ov := t.overrides
 	e.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, name)
-	}
 	next := map[string]string{}
 	if !replace {
 		maps.Copy(next, ov)
