@@ -34,6 +34,12 @@ type Config struct {
 	// to the one of each retention check, until SetCleanerBackoff changes
 	// it (default DefaultCleanerBackoff, Kafka's log.cleaner.backoff.ms).
 	CleanerBackoff time.Duration
+	// AsyncBacklogBytes bounds what AppendAsync leaves waiting for the WAL
+	// writer: an append that finds more than this in the group not yet
+	// taken waits until it is written, as Append does (default 64 MiB).
+	// Without it, connections pipelining acks=all requests while the store
+	// is slow or down would buffer without limit.
+	AsyncBacklogBytes int64
 
 	// TailBytesPerPartition is how much already-rolled data a partition
 	// keeps in memory for readers near the head (default 1 MiB).
@@ -77,6 +83,7 @@ func DefaultConfig(dir string) Config {
 		WALSegmentBytes:        64 << 20,
 		RollInterval:           time.Minute,
 		RetentionCheckInterval: 30 * time.Second,
+		AsyncBacklogBytes:      64 << 20,
 		TailBytesPerPartition:  1 << 20,
 		TailBytesTotal:         256 << 20,
 		BlockCacheBytes:        64 << 20,
@@ -120,6 +127,9 @@ func (c *Config) fill() {
 	}
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = d.RetentionCheckInterval
+	}
+	if c.AsyncBacklogBytes == 0 {
+		c.AsyncBacklogBytes = d.AsyncBacklogBytes
 	}
 	if c.TailBytesPerPartition == 0 {
 		c.TailBytesPerPartition = d.TailBytesPerPartition

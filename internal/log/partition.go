@@ -85,7 +85,9 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 // and their place in the WAL, before the group holding them is written;
 // WaitDurable then waits for them. Appends keep their order whether or not
 // they wait, so a connection can take its next request at once and
-// pipelined requests share a group commit instead of taking one each.
+// pipelined requests share a group commit instead of taking one each. When
+// more than Config.AsyncBacklogBytes wait for the writer, it waits until
+// its group is written, as Append with acks 1 does.
 func (p *Partition) AppendAsync(ctx context.Context, records []byte) (AppendResult, error) {
 	return p.append(ctx, records, noWait)
 }
@@ -200,8 +202,11 @@ func (p *Partition) append(ctx context.Context, records []byte, until appendWait
 	if cfg.LogAppendTime {
 		r.LogAppendTime = now
 	}
-	if until == noWait {
+	if until == noWait && res.GroupBytes <= e.cfg.AsyncBacklogBytes {
 		return r, nil
+	}
+	if until == noWait {
+		until = untilWritten // the writer is behind: flow control
 	}
 	wait, errf := g.Written(), g.WriteErr
 	if until == untilDurable {

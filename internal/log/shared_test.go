@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,12 @@ func newSharedEnv(t *testing.T) (string, meta.Store, *leases, *leases) {
 
 func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 	t.Helper()
+	return openSharedCfg(t, dir, md, l, nil)
+}
+
+// openSharedCfg is openShared with cfg adjusting the engine's config.
+func openSharedCfg(t *testing.T, dir string, md meta.Store, l *leases, adjust func(*Config)) *Engine {
+	t.Helper()
 	st, err := localfs.New(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +107,9 @@ func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 	cfg.RetentionCheckInterval = time.Hour
 	cfg.CleanerBackoff = time.Hour
 	cfg.Shared = &SharedConfig{Fence: l.fence}
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	e, err := Open(context.Background(), cfg, st, md, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -659,5 +669,54 @@ func TestSharedAppendAsyncSharesGroup(t *testing.T) {
 	}
 	if got := readAll(t, ps[0], 1<<20); len(got) != 6 {
 		t.Fatalf("partition 0 reads %d records, want 6", len(got))
+	}
+}
+
+// TestSharedAppendAsyncBacklog: AppendAsync stops returning at once when
+// more than AsyncBacklogBytes wait for a writer that is held: the append
+// that crosses the bound waits until its group is taken, so a stalled store
+// cannot make connections buffer without limit.
+func TestSharedAppendAsyncBacklog(t *testing.T) {
+	dir, md, la, _ := newSharedEnv(t)
+	a := openSharedCfg(t, dir, md, la, func(c *Config) { c.AsyncBacklogBytes = 500 })
+	ctx := context.Background()
+	ps := ledTopic(t, a, la, 2)
+	gate, atGate := make(chan struct{}), make(chan struct{}, 1)
+	var open sync.Once
+	release := func() {
+		open.Do(func() {
+			la.mu.Lock()
+			la.gate = nil
+			la.mu.Unlock()
+			close(gate)
+		})
+	}
+	t.Cleanup(release) // registered after the engine's: runs before its Close
+	la.mu.Lock()
+	la.gate, la.atGate = gate, atGate
+	la.mu.Unlock()
+	if _, err := ps[1].AppendAsync(ctx, mkBatch(t, 0, 1000, 1, nil, "held")); err != nil {
+		t.Fatal(err)
+	}
+	<-atGate // the writer is held in the first group's flush
+	small := mkBatch(t, 0, 1000, 1, nil, "s")
+	if _, err := ps[0].AppendAsync(ctx, small); err != nil { // under the bound: returns
+		t.Fatal(err)
+	}
+	big := mkBatch(t, 0, 1000, 1, nil, strings.Repeat("x", 600))
+	done := make(chan error, 1)
+	go func() {
+		_, err := ps[0].AppendAsync(ctx, big)
+		done <- err
+	}()
+	testEventually(t, func() bool { return ps[0].LogEndOffset() == 2 }) // placed, now waiting
+	select {
+	case err := <-done:
+		t.Fatalf("an append over the backlog bound returned (%v) while the writer was held", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting append, once the writer moved on: %v", err)
 	}
 }

@@ -77,6 +77,7 @@ type Group struct {
 	bufs    [][]byte
 	items   []item
 	records int64
+	size    int64 // bytes reserved
 	wg      sync.WaitGroup
 	written chan struct{}
 	durable chan struct{}
@@ -105,6 +106,9 @@ func (g *Group) DurableErr() error { return g.derr }
 type Reservation struct {
 	Buf []byte
 	G   *Group
+	// GroupBytes is the size of G, this reservation included, when it was
+	// made: how much is waiting for the writer to take it.
+	GroupBytes int64
 }
 
 // Commit hands the filled reservation to the writer.
@@ -217,6 +221,8 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 	wasEmpty := len(g.items) == 0
 	g.items = append(g.items, Item{Owner: owner, End: end})
 	g.records += records
+	g.size += int64(n)
+	size := g.size
 	g.wg.Add(1)
 	w.mu.Unlock()
 	if wasEmpty {
@@ -225,7 +231,7 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 		default:
 		}
 	}
-	return Reservation{Buf: buf, G: g}, nil
+	return Reservation{Buf: buf, G: g, GroupBytes: size}, nil
 }
 
 // Roll asks the writer to close the current segment (if it holds data) and
