@@ -103,6 +103,13 @@ func validateBrokerOnly(key, v string) error {
 // brokerOnlyLayers are the layers of a brokerOnly key, highest first; the
 // built-in default is always last.
 func (b *Broker) brokerOnlyLayersLocked(key string) []BrokerConfig {
+	return b.layersLocked(key, "", false, brokerOnly[key].def)
+}
+
+// layersLocked are the layers of the dynamic broker key, highest first:
+// per-broker dynamic, cluster-wide dynamic, static (when hasStatic), and
+// the built-in default last. b.dynMu is held.
+func (b *Broker) layersLocked(key, static string, hasStatic bool, def string) []BrokerConfig {
 	var layers []BrokerConfig
 	if v, ok := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))][key]; ok {
 		layers = append(layers, BrokerConfig{Name: key, Value: v, Source: SourceDynamicBroker})
@@ -110,7 +117,10 @@ func (b *Broker) brokerOnlyLayersLocked(key string) []BrokerConfig {
 	if v, ok := b.dynamic["default"][key]; ok {
 		layers = append(layers, BrokerConfig{Name: key, Value: v, Source: SourceDynamicDefaultBroker})
 	}
-	return append(layers, BrokerConfig{Name: key, Value: brokerOnly[key].def, Source: SourceDefault})
+	if hasStatic {
+		layers = append(layers, BrokerConfig{Name: key, Value: static, Source: SourceStaticBroker})
+	}
+	return append(layers, BrokerConfig{Name: key, Value: def, Source: SourceDefault})
 }
 
 // dynamicKeys maps each dynamically alterable broker key to its topic key.
@@ -275,29 +285,16 @@ func (b *Broker) BrokerConfigs() []BrokerConfig {
 		out = append(out, BrokerConfig{Name: k, Value: v, Source: SourceStaticBroker, ReadOnly: true, Type: d.typ, Doc: d.doc})
 	}
 	b.dynMu.RLock()
-	node := b.dynamic["node-"+strconv.Itoa(int(b.cfg.NodeID))]
-	def := b.dynamic["default"]
-	b.dynMu.RUnlock()
 	for _, d := range topicconfig.Defs() {
 		if d.BrokerKey == "" {
 			continue
 		}
-		var layers []BrokerConfig
-		if v, ok := node[d.BrokerKey]; ok {
-			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceDynamicBroker})
-		}
-		if v, ok := def[d.BrokerKey]; ok {
-			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceDynamicDefaultBroker})
-		}
-		if v, ok := b.cfg.TopicDefaults[d.Name]; ok {
-			layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: v, Source: SourceStaticBroker})
-		}
-		layers = append(layers, BrokerConfig{Name: d.BrokerKey, Value: d.Default, Source: SourceDefault})
+		v, ok := b.cfg.TopicDefaults[d.Name]
+		layers := b.layersLocked(d.BrokerKey, v, ok, d.Default)
 		c := layers[0]
 		c.Synonyms = layers
 		out = append(out, c)
 	}
-	b.dynMu.RLock()
 	for k, d := range brokerOnly {
 		layers := b.brokerOnlyLayersLocked(k)
 		c := layers[0]
