@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -294,11 +295,9 @@ func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, max
 	}
 	out := make([]byte, 0, total)
 	for _, sp := range spans {
-		d, err := e.cache.read(ctx, e.store, x.obj, sp.pos, int(sp.size))
-		if err != nil {
+		if out, err = e.cache.appendRead(ctx, e.store, x.obj, sp.pos, int(sp.size), out); err != nil {
 			return nil, false, err
 		}
-		out = append(out, d...)
 	}
 	return out, true, nil
 }
@@ -318,11 +317,9 @@ func (e *Engine) extentData(ctx context.Context, x *extent) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := e.cache.read(ctx, e.store, x.obj, pos, int(size))
-		if err != nil {
+		if out, err = e.cache.appendRead(ctx, e.store, x.obj, pos, int(size), out); err != nil {
 			return nil, err
 		}
-		out = append(out, d...)
 	}
 	if int64(len(out)) != x.Size {
 		return nil, fmt.Errorf("%w: extent of %s holds %d bytes, record says %d", ErrCorruptMessage, x.obj.key, len(out), x.Size)
@@ -383,8 +380,25 @@ func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object,
 		s := off - first*cacheBlock
 		return b[s : s+int64(n) : s+int64(n)], nil
 	}
-	out := make([]byte, 0, n)
-	for blk := first; blk <= lastBlk; blk++ {
+	return c.appendRead(ctx, st, obj, off, n, make([]byte, 0, n))
+}
+
+// appendRead appends n bytes of obj at off to dst. Without a cache (or for
+// a large read) the store reads straight into dst's spare capacity.
+func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *object, off int64, n int, dst []byte) ([]byte, error) {
+	if n < 0 || off < 0 || off+int64(n) > obj.size {
+		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
+	}
+	if n > 4*cacheBlock || c.cap <= 0 {
+		l := len(dst)
+		dst = slices.Grow(dst, n)[:l+n]
+		if err := st.ReadAt(ctx, obj.key, dst[l:], off); err != nil {
+			return nil, err
+		}
+		return dst, nil
+	}
+	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
+	for blk := first; n > 0 && blk <= lastBlk; blk++ {
 		b, err := c.block(ctx, st, obj, blk)
 		if err != nil {
 			return nil, err
@@ -396,9 +410,9 @@ func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object,
 		if blk == lastBlk {
 			hi = off + int64(n) - blk*cacheBlock
 		}
-		out = append(out, b[lo:hi]...)
+		dst = append(dst, b[lo:hi]...)
 	}
-	return out, nil
+	return dst, nil
 }
 
 func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object, blk int64) ([]byte, error) {
