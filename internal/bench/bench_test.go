@@ -5,6 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +19,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// childEnv makes the test binary the child-process kfake (KfakeCommand):
+// the value is the partition count.
+const childEnv = "SLUICE_BENCH_TEST_SERVE_KFAKE"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(childEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			err = ServeKfake(context.Background(), int32(n), os.Stdin, os.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testKfakeCommand re-runs the test binary as the child-process kfake.
+func testKfakeCommand(ctx context.Context, partitions int32) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, partitions))
+	return cmd, nil
+}
+
 // smallConfig is a workload small enough for a unit test.
 func smallConfig() Config {
 	cfg := DefaultConfig()
@@ -21,6 +52,7 @@ func smallConfig() Config {
 	cfg.Records = 20_000
 	cfg.Size = 64
 	cfg.Timeout = 2 * time.Minute
+	cfg.KfakeCommand = testKfakeCommand
 	return cfg
 }
 
@@ -92,8 +124,8 @@ func TestRunKfake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(res.Runs) != 1 || res.Ratio != nil || res.Disk != nil {
-				t.Fatalf("result shape: %d runs, ratio %v, disk %v", len(res.Runs), res.Ratio, res.Disk)
+			if len(res.Runs) != 1 || res.Ratios != nil || res.Disk != nil {
+				t.Fatalf("result shape: %d runs, ratios %v, disk %v", len(res.Runs), res.Ratios, res.Disk)
 			}
 			r := res.Runs[0]
 			if r.Target != TargetKfake || r.Idempotent != (cfg.Acks == "all") {
@@ -109,8 +141,8 @@ func TestRunKfake(t *testing.T) {
 	}
 }
 
-// TestCompare points --brokers at a second kfake: both runs must be complete
-// and the ratios computed from them.
+// TestCompare points --brokers at a second kfake: all three runs must be
+// complete and the ratios computed from them.
 func TestCompare(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -126,26 +158,35 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 2 || res.Runs[0].Target != TargetBrokers || res.Runs[1].Target != TargetKfake {
+	if len(res.Runs) != 3 || res.Runs[0].Target != TargetBrokers || res.Runs[1].Target != TargetKfake ||
+		res.Runs[2].Target != TargetKfakeProcess {
 		t.Fatalf("runs: %+v", res.Runs)
 	}
 	for _, r := range res.Runs {
 		checkReport(t, cfg, r)
 	}
-	x := res.Ratio
-	if x == nil || x.Of != "brokers/kfake" {
-		t.Fatalf("ratio: %+v", x)
-	}
-	want := res.Runs[0].Produce.RecordsPerSec / res.Runs[1].Produce.RecordsPerSec
-	if x.ProduceRecordsPerSec != want || x.ConsumeMBPerSec <= 0 || x.ProduceP99 <= 0 {
-		t.Errorf("ratio %+v, want produce rec/s %v", x, want)
+	if len(res.Ratios) != 2 {
+		t.Fatalf("ratios: %+v", res.Ratios)
 	}
 	var text bytes.Buffer
 	if err := res.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "ratio brokers/kfake") {
-		t.Errorf("text report lacks ratios:\n%s", text.String())
+	for i, x := range res.Ratios {
+		of := res.Runs[i+1]
+		if x.Of != "brokers/"+of.Target {
+			t.Errorf("ratio %d of %q", i, x.Of)
+		}
+		want := res.Runs[0].Produce.RecordsPerSec / of.Produce.RecordsPerSec
+		if x.ProduceRecordsPerSec != want || x.ConsumeMBPerSec <= 0 || x.ProduceP99 <= 0 {
+			t.Errorf("ratio %+v, want produce rec/s %v", x, want)
+		}
+		if !strings.Contains(text.String(), "ratio "+x.Of+" ") {
+			t.Errorf("text report lacks ratio %s:\n%s", x.Of, text.String())
+		}
+	}
+	if !strings.Contains(text.String(), "target child-process kfake 127.0.0.1:") {
+		t.Errorf("text report does not name the child-process kfake:\n%s", text.String())
 	}
 	t.Logf("\n%s", text.String())
 
@@ -185,6 +226,50 @@ func TestExistingTopic(t *testing.T) {
 	topics, err := kadm.NewClient(cl).ListTopics(t.Context(), "held")
 	if err != nil || !topics.Has("held") {
 		t.Errorf("topic held gone after run: %v %v", topics, err)
+	}
+}
+
+// TestKfakeProcess runs the workload against kfake in a child process, and
+// the child is gone afterwards.
+func TestKfakeProcess(t *testing.T) {
+	var child *exec.Cmd
+	cfg := smallConfig()
+	cfg.Target = TargetKfakeProcess
+	cfg.Partitions = 3
+	cfg.KfakeCommand = func(ctx context.Context, partitions int32) (*exec.Cmd, error) {
+		if partitions != 3 {
+			t.Errorf("child asked for %d partitions, want 3", partitions)
+		}
+		var err error
+		child, err = testKfakeCommand(ctx, partitions)
+		return child, err
+	}
+	res, err := Run(t.Context(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || res.Runs[0].Target != TargetKfakeProcess {
+		t.Fatalf("runs: %+v", res.Runs)
+	}
+	checkReport(t, cfg, res.Runs[0])
+	if child == nil || child.ProcessState == nil || !child.ProcessState.Exited() {
+		t.Errorf("child kfake still running after the run: %+v", child)
+	}
+}
+
+// TestKfakeProcessBadChild: a child that never prints an address is an
+// error, not a hang.
+func TestKfakeProcessBadChild(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Target = TargetKfakeProcess
+	cfg.KfakeCommand = func(ctx context.Context, _ int32) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$") // runs no test, prints "PASS"
+		cmd.Stderr = io.Discard
+		return cmd, nil
+	}
+	_, err := Run(t.Context(), cfg, nil)
+	if err == nil || !strings.Contains(err.Error(), "kfake child") {
+		t.Errorf("err = %v, want a kfake child error", err)
 	}
 }
 

@@ -24,8 +24,10 @@ second), per-record produce latency (Produce call to promise) and the total
 elapsed time.
 
 --target kfake runs against franz-go's in-memory fake broker started inside
-this process; --compare runs against --brokers and then kfake and prints the
-ratios of the two. --disk-bw DIR also measures the disk's direct-write
+this process; --target kfake-process runs it in a child process instead,
+so that it and the clients are separate processes as a real broker and its
+clients are. --compare runs against --brokers and then both kfakes and
+prints the ratios of the brokers run to each. --disk-bw DIR also measures the disk's direct-write
 bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 		Example: `  sluice bench --brokers 127.0.0.1:9092 --records 1000000 --size 100
   sluice bench --rate 50 --acks all --json         # latency at 50 MB/s
@@ -68,8 +70,8 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&cfg.Brokers, "brokers", cfg.Brokers, "seed brokers, comma separated")
-	f.StringVar(&cfg.Target, "target", cfg.Target, `"brokers" (the --brokers) or "kfake" (in-process fake cluster)`)
-	f.BoolVar(&cfg.Compare, "compare", cfg.Compare, "run against --brokers and then in-process kfake; print both and the ratios")
+	f.StringVar(&cfg.Target, "target", cfg.Target, `"brokers" (the --brokers), "kfake" (in-process fake cluster) or "kfake-process" (kfake in a child process)`)
+	f.BoolVar(&cfg.Compare, "compare", cfg.Compare, "run against --brokers and then both kfakes; print all three and the ratios")
 	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic; default a new bench-<unix nanos>, created and then deleted")
 	f.BoolVar(&cfg.KeepTopic, "keep-topic", cfg.KeepTopic, "do not delete the topic the run created")
 	f.Int64Var(&cfg.Records, "records", cfg.Records, "records to produce and consume (0: only --disk-bw)")
@@ -92,5 +94,6 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	f.Int64Var(&cfg.DiskBWBytes, "disk-bw-size", cfg.DiskBWBytes, "bytes to write per --disk-bw mode")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load driver to this file")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress to stderr")
+	cmd.AddCommand(serveKfakeCommand())
 	return cmd
 }

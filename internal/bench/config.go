@@ -14,15 +14,16 @@ var ErrInvalidConfig = errors.New("bench: invalid config")
 
 // Targets accepted by Config.Target.
 const (
-	TargetBrokers = "brokers" // the brokers named in Config.Brokers
-	TargetKfake   = "kfake"   // an in-process kfake cluster
+	TargetBrokers      = "brokers"       // the brokers named in Config.Brokers
+	TargetKfake        = "kfake"         // an in-process kfake cluster
+	TargetKfakeProcess = "kfake-process" // kfake in a child process
 )
 
 // Config is one bench run. Field comments name the command-line flag.
 type Config struct {
 	Brokers        []string      // --brokers
-	Target         string        // --target: "brokers" or "kfake"
-	Compare        bool          // --compare: run against Brokers and kfake, report both
+	Target         string        // --target: "brokers", "kfake" or "kfake-process"
+	Compare        bool          // --compare: run against Brokers, then both kfakes, and report ratios
 	Topic          string        // --topic; empty: bench-<unix nanos>, created and deleted
 	KeepTopic      bool          // --keep-topic
 	Records        int64         // --records
@@ -43,6 +44,10 @@ type Config struct {
 	JSON           bool          // --json
 	DiskBWDir      string        // --disk-bw
 	DiskBWBytes    int64         // --disk-bw-size
+
+	// KfakeCommand starts the child-process kfake; nil runs this binary's
+	// `bench serve-kfake`.
+	KfakeCommand KfakeCommand
 }
 
 // DefaultConfig is the configuration `sluice bench` starts from.
@@ -70,15 +75,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
 	switch c.Target {
-	case TargetBrokers, TargetKfake:
+	case TargetBrokers, TargetKfake, TargetKfakeProcess:
 	default:
-		return bad("--target %q: want %q or %q", c.Target, TargetBrokers, TargetKfake)
+		return bad("--target %q: want %q, %q or %q", c.Target, TargetBrokers, TargetKfake, TargetKfakeProcess)
 	}
 	needBrokers := c.Target == TargetBrokers || c.Compare
 	if c.Records > 0 && needBrokers && len(c.Brokers) == 0 {
 		return bad("--brokers is empty")
 	}
-	if c.Compare && c.Target == TargetKfake {
+	if c.Compare && c.Target != TargetBrokers {
 		return bad("--compare runs kfake itself; use it with --target %s", TargetBrokers)
 	}
 	if c.Records < 0 || (c.Records == 0 && c.DiskBWDir == "") {

@@ -4,7 +4,8 @@
 // franz-go, then consume them back from where production began), the
 // measurements (throughput, per-record produce latency in an HDR histogram,
 // optional open-loop rate limiting), the report (text and JSON), the
-// in-process kfake baseline used by --target kfake and --compare, and a
+// kfake baselines used by --target kfake, --target kfake-process and
+// --compare, and a
 // direct-write disk bandwidth probe (--disk-bw) so that a run can print the
 // disk's ceiling next to the broker's figures.
 //
@@ -21,11 +22,13 @@
 // record was scheduled to be sent, which does not hide the delay of a broker
 // that cannot keep up (coordinated omission).
 //
-// With --compare the same workload runs against --brokers first and then an
-// in-process kfake, and the report carries target/kfake ratios. kfake keeps
-// everything in memory and shares the bench process's CPU with the clients,
-// so the ratio says how the broker compares to a storage-free broker on the
-// same machine in the same run, not to Kafka.
+// With --compare the same workload runs against --brokers first, then an
+// in-process kfake, then kfake in a child process, and the report carries
+// the brokers/kfake ratio for each. kfake keeps everything in memory, so the
+// ratios say how the broker compares to a storage-free broker on the same
+// machine in the same run, not to Kafka. In-process kfake also shares the
+// driver's runtime and skips every cross-process wake-up; the child-process
+// kfake pays them as the broker does, so it is the like-for-like baseline.
 //
 // Units: MB is 10^6 bytes, MiB is 2^20 bytes. Throughput counts record value
 // bytes only (no keys, headers or protocol overhead).

@@ -10,14 +10,14 @@ import (
 
 // Result is everything one `sluice bench` invocation measured.
 type Result struct {
-	Runs  []*Report `json:"runs"`            // one per target, the --brokers target first
-	Ratio *Ratio    `json:"ratio,omitempty"` // with --compare: the first run over the kfake run
-	Disk  *DiskBW   `json:"disk,omitempty"`  // with --disk-bw
+	Runs   []*Report `json:"runs"`             // one per target, the --brokers target first
+	Ratios []*Ratio  `json:"ratios,omitempty"` // with --compare: the brokers run over each kfake run
+	Disk   *DiskBW   `json:"disk,omitempty"`   // with --disk-bw
 }
 
 // Report is one workload against one target.
 type Report struct {
-	Target      string        `json:"target"` // "brokers" or "kfake"
+	Target      string        `json:"target"` // "brokers", "kfake" or "kfake-process"
 	Brokers     []string      `json:"brokers"`
 	Topic       string        `json:"topic"`
 	Records     int64         `json:"records"`
@@ -122,8 +122,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		rep.writeText(&b)
 	}
-	if r.Ratio != nil {
-		x := r.Ratio
+	for _, x := range r.Ratios {
 		fmt.Fprintf(&b, "\nratio %s (throughput >1: faster; latency >1: slower)\n", x.Of)
 		fmt.Fprintf(&b, "  produce  %5.2fx rec/s  %5.2fx MB/s  p50 %5.2fx  p99 %5.2fx  p99.9 %5.2fx\n",
 			x.ProduceRecordsPerSec, x.ProduceMBPerSec, x.ProduceP50, x.ProduceP99, x.ProduceP999)
@@ -136,8 +135,11 @@ func (r *Result) WriteText(w io.Writer) error {
 
 func (r *Report) writeText(b *strings.Builder) {
 	where := "brokers " + strings.Join(r.Brokers, ",")
-	if r.Target == TargetKfake {
+	switch r.Target {
+	case TargetKfake:
 		where = "in-process kfake " + strings.Join(r.Brokers, ",")
+	case TargetKfakeProcess:
+		where = "child-process kfake " + strings.Join(r.Brokers, ",")
 	}
 	fmt.Fprintf(b, "target %s  topic %s\n", where, r.Topic)
 	rate := "unlimited"

@@ -19,7 +19,8 @@ import (
 var ErrIncomplete = errors.New("bench: incomplete run")
 
 // Run measures the disk if asked, then runs the workload against each target
-// of cfg: the brokers, kfake, or both with cfg.Compare. It returns what it
+// of cfg: the brokers or a kfake, or with cfg.Compare the brokers and then
+// both kfakes. It returns what it
 // measured even when it also returns an error.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
@@ -43,7 +44,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) 
 	pool := newValuePool(cfg.Size, uint64(time.Now().UnixNano()))
 	targets := []string{cfg.Target}
 	if cfg.Compare {
-		targets = append(targets, TargetKfake)
+		targets = append(targets, TargetKfake, TargetKfakeProcess)
 	}
 	var errs []error
 	for _, target := range targets {
@@ -58,16 +59,19 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) 
 			}
 		}
 	}
-	if len(res.Runs) == 2 {
-		res.Ratio = newRatio(res.Runs[0], res.Runs[1])
+	if cfg.Compare && len(res.Runs) > 0 && res.Runs[0].Target == TargetBrokers {
+		for _, r := range res.Runs[1:] {
+			res.Ratios = append(res.Ratios, newRatio(res.Runs[0], r))
+		}
 	}
 	return res, errors.Join(errs...)
 }
 
-// runTarget starts kfake if target asks for it, then runs the workload.
+// runTarget starts a kfake if target asks for one, then runs the workload.
 func runTarget(ctx context.Context, cfg Config, target string, pool *valuePool, logger *slog.Logger) (*Report, error) {
 	brokers := cfg.Brokers
-	if target == TargetKfake {
+	switch target {
+	case TargetKfake:
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(cfg.Partitions)))
 		if err != nil {
 			return nil, fmt.Errorf("bench: start kfake: %w", err)
@@ -75,6 +79,14 @@ func runTarget(ctx context.Context, cfg Config, target string, pool *valuePool, 
 		defer c.Close()
 		brokers = c.ListenAddrs()
 		logger.Info("started in-process kfake", "addrs", brokers)
+	case TargetKfakeProcess:
+		k, err := startKfakeProcess(ctx, cfg.KfakeCommand, cfg.Partitions)
+		if err != nil {
+			return nil, err
+		}
+		defer k.stop()
+		brokers = []string{k.addr}
+		logger.Info("started kfake in a child process", "addr", k.addr, "pid", k.cmd.Process.Pid)
 	}
 	return runWorkload(ctx, cfg, target, brokers, pool, logger)
 }
