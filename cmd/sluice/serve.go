@@ -47,6 +47,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"etcd-compaction-interval", "etcd.compaction_interval", "cluster mode: how often one broker compacts etcd's history to one interval ago (0: off, leave it to etcd's --auto-compaction-*)"},
 	{"lease-ttl", "cluster.lease_ttl", "cluster mode: how long after its last lease renewal a broker loses membership and leaderships"},
 	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
+	{"put-hedge", "cluster.put_hedge", "cluster mode: race a flush PUT with a second one after this long (0: the recent p90 PUT time; negative: never)"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},

@@ -101,6 +101,7 @@ func TestClusterKeysSet(t *testing.T) {
 		{"etcd.prefix", "/sluice-test/"},
 		{"cluster.lease_ttl", "2s"},
 		{"cluster.orphan_grace", "30s"},
+		{"cluster.put_hedge", "-1s"},
 		{"s3.endpoint", "127.0.0.1:7070"},
 		{"s3.bucket", "b"},
 		{"s3.prefix", "c1/"},
@@ -117,7 +118,7 @@ func TestClusterKeysSet(t *testing.T) {
 	}
 	if !slices.Equal(c.Etcd.Endpoints, []string{"127.0.0.1:2379", "127.0.0.1:2380"}) ||
 		c.Etcd.Prefix != "/sluice-test/" || c.Cluster.LeaseTTL != 2*time.Second || c.Cluster.OrphanGrace != 30*time.Second ||
-		c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
+		c.Cluster.PutHedge != -time.Second || c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
 		t.Fatalf("after Set: etcd %+v, cluster %+v, s3 %+v", c.Etcd, c.Cluster, c.S3)
 	}
 	if err := c.Validate(); err != nil {
@@ -159,6 +160,8 @@ func TestClusterValidateNamesTheKey(t *testing.T) {
 		}},
 		{"lease ttl", "cluster.lease_ttl", "", func(c *Config) { c.Cluster.LeaseTTL = 500 * time.Millisecond }},
 		{"orphan grace", "cluster.orphan_grace", ">= 10s", func(c *Config) { c.Cluster.OrphanGrace = 5 * time.Second }},
+		{"put hedge tiny", "cluster.put_hedge", "between 1ms and 1m", func(c *Config) { c.Cluster.PutHedge = time.Microsecond }},
+		{"put hedge huge", "cluster.put_hedge", "between 1ms and 1m", func(c *Config) { c.Cluster.PutHedge = time.Hour }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

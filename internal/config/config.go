@@ -139,6 +139,12 @@ type Cluster struct {
 	// rather than register an object older than half of it, so it must be
 	// well above the longest object store or etcd stall to ride out.
 	OrphanGrace time.Duration `yaml:"orphan_grace"`
+	// PutHedge is how long a flush PUT may run before an identical second
+	// PUT races it (the first to succeed wins), and the broker starts the
+	// next flush alongside it. 0: adapt to the 90th percentile of recent
+	// PUT times (at least 5 ms). A negative value turns hedging off: one
+	// PUT at a time, each waited for.
+	PutHedge time.Duration `yaml:"put_hedge"`
 }
 
 // Config is the whole broker configuration.
@@ -343,6 +349,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cluster.LeaseTTL < time.Second {
 		return bad("cluster.lease_ttl", "must be >= 1s, got %s", c.Cluster.LeaseTTL)
+	}
+	if h := c.Cluster.PutHedge; h > 0 && (h < time.Millisecond || h > time.Minute) {
+		return bad("cluster.put_hedge", "%v: must be 0 (adaptive), negative (off) or between 1ms and 1m", h)
 	}
 	if c.Cluster.OrphanGrace < 10*time.Second {
 		return bad("cluster.orphan_grace", "must be >= 10s, got %s", c.Cluster.OrphanGrace)

@@ -222,7 +222,8 @@ type Engine struct {
 	// cluster mode (shared.go)
 	snapMu      sync.Mutex // guards prodDirty and rolled producer state in shared mode
 	snapWriteMu sync.Mutex // serializes producer snapshot writes
-	regCh       chan regJob
+	regCh       chan *regJob
+	putTimes    *putTimes // cluster mode: recent PUT times, for hedging
 	regDone     chan struct{}
 	listMu      sync.Mutex
 	listNext    *objectList // the listing callers wait for next
@@ -281,10 +282,11 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		Logger: logger,
 	}
 	if cfg.Shared != nil {
+		e.putTimes = newPutTimes(cfg.Shared.PutHedge)
 		wo.SinkAsync = e.flushSharedAsync
 		wo.SinkInFlight = cfg.Shared.FlushPipeline
 		wo.OnDurable = nil // registerObject advances each registered partition itself
-		e.regCh, e.regDone = make(chan regJob, cfg.Shared.FlushPipeline), make(chan struct{})
+		e.regCh, e.regDone = make(chan *regJob, cfg.Shared.FlushPipeline), make(chan struct{})
 		go e.registerLoop()
 	}
 	e.wal, err = wal.Open(wo)

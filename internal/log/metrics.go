@@ -27,6 +27,7 @@ type metrics struct {
 	sharedGroupSeconds    prometheus.Histogram
 	sharedRegisterTxns    prometheus.Counter
 	sharedRegistered      prometheus.Counter
+	sharedPutHedges       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -71,11 +72,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Cluster mode: time from a group commit being handed to the object store until it is registered (what acks=all waits for after the group closes)."),
 		sharedRegisterTxns: c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
 		sharedRegistered:   c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
+		sharedPutHedges:    c("cluster_flush_put_hedges_total", "Cluster mode: flush PUTs raced by a second identical PUT after running longer than the hedge delay."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates,
-			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered)
+			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges)
 	}
 	return m
 }

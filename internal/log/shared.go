@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
@@ -62,6 +63,11 @@ type SharedConfig struct {
 	// Registrations stay in order; groups queued behind a slow one are
 	// registered together.
 	FlushPipeline int
+	// PutHedge is how long a flush PUT may run before a second, identical
+	// PUT races it (hedge.go); the WAL writer also stops waiting for it
+	// then and builds the next group. 0: the recent 90th percentile PUT
+	// time, at least 5 ms. Negative: never.
+	PutHedge time.Duration
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
@@ -448,12 +454,13 @@ type flushRun struct {
 }
 
 // flushSharedAsync is the WAL sink in shared mode. In the writer goroutine
-// it turns one group commit into objects and PUTs them (retrying storage
-// outages until the engine closes); the registration goroutine then
-// registers them in order under the leadership compares and settles the
-// group, while the writer already builds and stores the next one. Only a
-// lost leadership fails a partition's part of a group (Append sees that
-// through loadSeq and answers NOT_LEADER_OR_FOLLOWER).
+// it turns one group commit into objects, and starts their PUTs (retrying
+// storage outages until the engine closes); the registration goroutine
+// registers stored objects in order under the leadership compares and
+// settles the group. The writer waits for the PUTs only up to the hedge
+// delay: a group behind a slow PUT is built and PUT alongside it instead
+// of after it. Only a lost leadership fails a partition's part of a group
+// (Append sees that through loadSeq and answers NOT_LEADER_OR_FOLLOWER).
 func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error)) {
 	start := time.Now()
 	runs := e.flushRuns(bufs)
@@ -464,15 +471,41 @@ func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error
 		}
 		return a.id < b.id
 	})
-	var objs []*pendingObject
-	var err error
-	for len(runs) > 0 && err == nil {
+	job := &regJob{settle: settle, start: start, ready: make(chan struct{})}
+	var bodies [][]byte
+	for len(runs) > 0 && job.err == nil {
 		var o *pendingObject
-		if o, runs, err = e.storeObject(runs); o != nil {
-			objs = append(objs, o)
+		var body []byte
+		if o, body, runs, job.err = e.buildObject(runs); o != nil {
+			job.objs = append(job.objs, o)
+			bodies = append(bodies, body)
 		}
 	}
-	e.regCh <- regJob{objs: objs, err: err, settle: settle, start: start}
+	go func() {
+		defer close(job.ready)
+		if job.err != nil {
+			return
+		}
+		errs := make([]error, len(job.objs))
+		var wg sync.WaitGroup
+		for i, o := range job.objs {
+			wg.Go(func() { errs[i] = e.putObject(o, bodies[i]) })
+		}
+		wg.Wait()
+		job.err = errors.Join(errs...)
+	}()
+	e.regCh <- job
+	wait, ok := e.putTimes.hedgeAfter()
+	if !ok {
+		<-job.ready
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-job.ready:
+	case <-t.C:
+	}
 }
 
 // flushRuns splits a group's entries into per-partition runs, leaving out
@@ -531,6 +564,7 @@ type pendingObject struct {
 
 // regJob is one group for the registration goroutine.
 type regJob struct {
+	ready  chan struct{} // closed once objs are stored or err is set
 	objs   []*pendingObject
 	err    error // storing failed: the engine is closing
 	settle func(error)
@@ -542,11 +576,22 @@ type regJob struct {
 //
 // Groups that queued up while a registration ran (a slow etcd round trip)
 // are registered together, in one Txn where their compares allow: the
-// queue drains in one round trip instead of one per group.
+// queue drains in one round trip instead of one per group. A group whose
+// objects are still being stored ends the batch and starts the next one.
 func (e *Engine) registerLoop() {
 	defer close(e.regDone)
-	for job := range e.regCh {
-		jobs := []regJob{job}
+	var next *regJob
+	for {
+		job := next
+		if job == nil {
+			var ok bool
+			if job, ok = <-e.regCh; !ok {
+				return
+			}
+		}
+		next = nil
+		<-job.ready
+		jobs := []*regJob{job}
 	more:
 		for len(jobs) < maxRegisterJobs {
 			select {
@@ -554,7 +599,13 @@ func (e *Engine) registerLoop() {
 				if !ok {
 					break more
 				}
-				jobs = append(jobs, j)
+				select {
+				case <-j.ready:
+					jobs = append(jobs, j)
+				default:
+					next = j
+					break more
+				}
 			default:
 				break more
 			}
@@ -571,7 +622,7 @@ const maxRegisterJobs = 32
 // the engine is closing: that job and every later one fail (some of their
 // objects may be registered; clients retry, idempotent ones without
 // effect).
-func (e *Engine) registerJobs(jobs []regJob) {
+func (e *Engine) registerJobs(jobs []*regJob) {
 	var objs []*pendingObject
 	var owner []int // job index of each object
 	failFrom, failErr := len(jobs), error(nil)
@@ -694,14 +745,13 @@ func (e *Engine) registerTogether(objs []*pendingObject) int {
 	return n
 }
 
-// storeObject builds and PUTs one object for the runs at the front of runs
-// whose leadership holds, as many as one registration Txn can compare
-// (MaxPartitionsPerObject partitions, meta.MaxTxnOps compares), and returns
-// the runs left for the next object. The object is nil (with no error) when
-// no leadership held.
-func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, []*flushRun, error) {
-	start := time.Now()
-	o := &pendingObject{deadline: start.Add(e.cfg.Shared.OrphanGrace / 2)}
+// buildObject builds one object for the runs at the front of runs whose
+// leadership holds, as many as one registration Txn can compare
+// (MaxPartitionsPerObject partitions, meta.MaxTxnOps compares), gives it a
+// key, and returns it with its bytes and the runs left for the next
+// object. The object is nil (with no error) when no leadership held.
+func (e *Engine) buildObject(runs []*flushRun) (*pendingObject, []byte, []*flushRun, error) {
+	o := &pendingObject{deadline: time.Now().Add(e.cfg.Shared.OrphanGrace / 2)}
 	ncmp := 0
 	for len(runs) > 0 && len(o.runs) < e.cfg.Shared.MaxPartitionsPerObject {
 		r := runs[0]
@@ -724,7 +774,7 @@ func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, []*flushRun, err
 		ncmp += len(c)
 	}
 	if len(o.runs) == 0 {
-		return nil, runs, nil
+		return nil, nil, runs, nil
 	}
 	size := 0
 	for _, r := range o.runs {
@@ -740,23 +790,31 @@ func (e *Engine) storeObject(runs []*flushRun) (*pendingObject, []*flushRun, err
 	}
 	body, exts := b.Finish()
 	o.exts, o.size = exts, int64(len(body))
-	var keyErr, putErr error
+	var keyErr error
 	e.retry("allocate object key", func() error {
 		o.key, o.gen, keyErr = e.nextObjectKey(e.ctx)
 		return keyErr
 	})
-	if keyErr == nil {
-		e.retry("put "+o.key, func() error {
-			putErr = e.store.Put(e.ctx, o.key, bytes.NewReader(body), int64(len(body)))
-			return putErr
-		})
+	if keyErr != nil {
+		return nil, nil, runs, fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
 	}
-	if keyErr != nil || putErr != nil {
-		return nil, runs, fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
+	return o, body, runs, nil
+}
+
+// putObject stores o's bytes, hedged, retrying until the engine closes.
+func (e *Engine) putObject(o *pendingObject, body []byte) error {
+	start := time.Now()
+	var putErr error
+	e.retry("put "+o.key, func() error {
+		putErr = e.putHedged(e.ctx, o.key, body)
+		return putErr
+	})
+	if putErr != nil {
+		return fmt.Errorf("%w: flush not stored before the engine closed", ErrClosed)
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	e.m.sharedPutSeconds.Observe(time.Since(start).Seconds())
-	return o, runs, nil
+	return nil
 }
 
 // registerObject registers o for the runs whose leadership still holds. A

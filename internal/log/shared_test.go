@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/meta/embedded"
+	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 )
 
@@ -99,9 +100,20 @@ func openShared(t *testing.T, dir string, md meta.Store, l *leases) *Engine {
 // openSharedCfg is openShared with cfg adjusting the engine's config.
 func openSharedCfg(t *testing.T, dir string, md meta.Store, l *leases, adjust func(*Config)) *Engine {
 	t.Helper()
+	return openSharedStore(t, dir, md, l, nil, adjust)
+}
+
+// openSharedStore is openSharedCfg over wrap(the directory's store), when
+// wrap is not nil.
+func openSharedStore(t *testing.T, dir string, md meta.Store, l *leases, wrap func(objstore.Storage) objstore.Storage, adjust func(*Config)) *Engine {
+	t.Helper()
+	var st objstore.Storage
 	st, err := localfs.New(filepath.Join(dir, "objects"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		st = wrap(st)
 	}
 	cfg := DefaultConfig("")
 	cfg.RetentionCheckInterval = time.Hour

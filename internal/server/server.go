@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if glue != nil {
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
+		lcfg.Shared.PutHedge = cfg.Cluster.PutHedge
 	}
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {

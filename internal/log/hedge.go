@@ -1,0 +1,112 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Hedged PUTs. Object stores answer most PUTs quickly and a few very slowly
+// (a stalled connection, a busy disk, a slow node behind the load balancer),
+// and in cluster mode every acks=all produce waits for its flush's PUT. A
+// PUT still running after the hedge delay is raced by a second, identical
+// one; the first to succeed wins and the other is cancelled. Objects are
+// written once under a fresh key, so two PUTs of the same bytes to the same
+// key are harmless whichever lands last; one that lands after its object
+// was deleted is an orphan, which the controller's GC removes.
+
+// Hedge delay bounds when it follows the recent PUT times.
+const (
+	hedgeQuantile = 0.9
+	hedgeMin      = 5 * time.Millisecond
+	hedgeMax      = 10 * time.Second
+	hedgeWindow   = 256 // PUT times remembered
+	hedgeWarmup   = 32  // PUTs seen before the delay adapts (hedgeMax until then)
+)
+
+// putTimes remembers the last hedgeWindow PUT times and answers the hedge
+// delay: fixed if configured, else their hedgeQuantile (within hedgeMin and
+// hedgeMax).
+type putTimes struct {
+	fixed time.Duration // > 0: always this; < 0: never hedge
+
+	mu    sync.Mutex
+	ring  [hedgeWindow]time.Duration
+	n     int // PUTs recorded, total
+	delay time.Duration
+}
+
+func newPutTimes(fixed time.Duration) *putTimes {
+	return &putTimes{fixed: fixed, delay: hedgeMax}
+}
+
+func (t *putTimes) record(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ring[t.n%hedgeWindow] = d
+	t.n++
+	// Recompute every 16 PUTs: cheap enough, and the delay moves slowly.
+	if t.n >= hedgeWarmup && t.n%16 == 0 {
+		s := slices.Clone(t.ring[:min(t.n, hedgeWindow)])
+		slices.Sort(s)
+		t.delay = min(max(s[int(float64(len(s)-1)*hedgeQuantile)], hedgeMin), hedgeMax)
+	}
+}
+
+// hedgeAfter is how long a PUT may run before it is raced; ok is false when
+// hedging is off.
+func (t *putTimes) hedgeAfter() (time.Duration, bool) {
+	switch {
+	case t.fixed < 0:
+		return 0, false
+	case t.fixed > 0:
+		return t.fixed, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.delay, true
+}
+
+// putHedged is one attempt at storing body under key: a PUT, raced by a
+// second one if it is still running after the hedge delay. It returns nil
+// as soon as either succeeds, and an error only when every PUT started has
+// failed.
+func (e *Engine) putHedged(ctx context.Context, key string, body []byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the loser, if still running
+	start := time.Now()
+	done := make(chan error, 2)
+	put := func() { done <- e.store.Put(ctx, key, bytes.NewReader(body), int64(len(body))) }
+	go put()
+	running := 1
+	var hedge <-chan time.Time
+	if d, ok := e.putTimes.hedgeAfter(); ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		hedge = t.C
+	}
+	var firstErr error
+	for {
+		select {
+		case err := <-done:
+			running--
+			if err == nil {
+				e.putTimes.record(time.Since(start))
+				return nil
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+			if running == 0 {
+				return firstErr
+			}
+		case <-hedge:
+			hedge = nil
+			e.m.sharedPutHedges.Inc()
+			running++
+			go put()
+		}
+	}
+}
