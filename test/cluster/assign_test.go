@@ -126,3 +126,98 @@ func expectReplicas(t *testing.T, ctx context.Context, seeds []string, topic str
 		})
 	}
 }
+
+// TestClusterElectLeaders: a preferred-replica election answers
+// PREFERRED_LEADER_NOT_AVAILABLE while the first replica is down, and once
+// it is back, success (or ELECTION_NOT_NEEDED if it already took over)
+// with the first replica leading; an unclean election of a led partition
+// is not needed, and with no topics named only partitions needing an
+// election are listed.
+func TestClusterElectLeaders(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3})
+	seeds := c.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n1, n2 := testcluster.NodeID(0), testcluster.NodeID(1)
+	const topic = "elect"
+	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...))
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for p, rs := range [][]int32{{n2, n1}, {n1, n2}} {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), rs
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	expectReplicas(t, ctx, seeds, topic, [][]int32{{n2, n1}, {n1, n2}})
+
+	elect := func(cl *kgo.Client, typ int8, partitions ...int32) *kmsg.ElectLeadersResponse {
+		t.Helper()
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.ElectionType, req.TimeoutMillis = typ, 60_000
+		if partitions != nil {
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = topic, partitions
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("ElectLeaders: %v", err)
+		}
+		return resp
+	}
+	code := func(resp *kmsg.ElectLeadersResponse) error {
+		t.Helper()
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("ElectLeaders answered %+v, want one partition", resp.Topics)
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err := code(elect(cl, 0, 0)); err != kerr.ElectionNotNeeded {
+		t.Fatalf("preferred election of a partition its first replica leads: %v, want ELECTION_NOT_NEEDED", err)
+	}
+	if resp := elect(cl, 0); len(resp.Topics) != 0 {
+		t.Fatalf("preferred election of all partitions listed %+v, want none", resp.Topics)
+	}
+
+	c.KillBroker(1) // n2, partition 0's preferred leader
+	live := []string{seeds[0], seeds[2]}
+	cl1 := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(live...))
+	// Once the killed broker's lease expires, partition 0 moves to its
+	// second replica, and its preferred leader is not available.
+	testbroker.Eventually(t, time.Minute, "preferred election with the first replica down", func() error {
+		if err := code(elect(cl1, 0, 0)); err != kerr.PreferredLeaderNotAvailable {
+			return fmt.Errorf("%v, want PREFERRED_LEADER_NOT_AVAILABLE", err)
+		}
+		return nil
+	})
+	testbroker.Eventually(t, time.Minute, "unclean election of a led partition", func() error {
+		if err := code(elect(cl1, 1, 0)); err != kerr.ElectionNotNeeded {
+			return fmt.Errorf("%v, want ELECTION_NOT_NEEDED", err)
+		}
+		return nil
+	})
+	all := elect(cl1, 0)
+	if len(all.Topics) != 1 || len(all.Topics[0].Partitions) != 1 || all.Topics[0].Partitions[0].Partition != 0 ||
+		all.Topics[0].Partitions[0].ErrorCode != kerr.PreferredLeaderNotAvailable.Code {
+		t.Fatalf("preferred election of all partitions: %+v, want partition 0 only, PREFERRED_LEADER_NOT_AVAILABLE", all.Topics)
+	}
+
+	c.RestartBroker(1)
+	testbroker.Eventually(t, time.Minute, "the preferred election succeeds", func() error {
+		err := code(elect(cl1, 0, 0))
+		if err != nil && err != kerr.ElectionNotNeeded {
+			return err
+		}
+		return nil
+	})
+	expectReplicas(t, ctx, seeds, topic, [][]int32{{n2, n1}, {n1, n2}})
+}

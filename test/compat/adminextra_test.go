@@ -51,6 +51,15 @@ func TestAdminExtras(t *testing.T) {
 		ps := resp.Topics[0].Partitions
 		wantCode(t, "elect partition 0", ps[0].ErrorCode, kerr.ElectionNotNeeded)
 		wantCode(t, "elect partition 5 of 2", ps[1].ErrorCode, kerr.UnknownTopicOrPartition)
+
+		req.ElectionType = 1 // unclean: the partition has a leader
+		resp = request[*kmsg.ElectLeadersResponse](t, br, req)
+		wantCode(t, "unclean election of partition 0", resp.Topics[0].Partitions[0].ErrorCode, kerr.ElectionNotNeeded)
+
+		all := kmsg.NewPtrElectLeadersRequest() // null topics: every partition
+		if resp := request[*kmsg.ElectLeadersResponse](t, br, all); resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+			t.Fatalf("election of every partition: code %d, topics %+v; want none needing one", resp.ErrorCode, resp.Topics)
+		}
 	})
 
 	t.Run("PartitionReassignments", func(t *testing.T) {
