@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -356,14 +357,7 @@ func (c *Coordinator) ExpireOffsets() {
 	if c.loading.Load() {
 		return
 	}
-	c.mu.Lock()
-	gs := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		if c.servesPartLocked(g.part) == nil {
-			gs = append(gs, g)
-		}
-	}
-	c.mu.Unlock()
+	gs := c.servedGroups()
 	now := c.now()
 	nowMs := now.UnixMilli()
 	ret := c.cfg.OffsetsRetention.Milliseconds()
@@ -409,17 +403,75 @@ func (c *Coordinator) ExpireOffsets() {
 		if len(recs) > 0 {
 			c.logger.Info("expired offsets", "group", g.id, "partitions", len(recs))
 		}
-		if g.state == Empty && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pending) == 0 {
-			if g.hasStored {
-				recs = append(recs, kmsg.Record{Key: groupKey(g.id)})
-			}
-			recs = append(recs, g.consumerTombstones()...)
-			g.transition(Dead, now)
-			c.logger.Info("removed empty group without offsets", "group", g.id)
-		}
+		recs = append(recs, c.retireIfEmpty(g, now)...)
 		if len(recs) > 0 {
 			c.persist(g, recs, func(int64, error) {})
 		}
 		c.unlock(g)
 	}
+}
+
+// DeleteTopicOffsets removes every committed offset of the named topics
+// from the groups this coordinator serves, as Kafka's coordinator does when
+// topics are deleted, so that a topic created again under the same name
+// starts with no committed offsets. An empty group left without offsets is
+// removed. The engine calls it (through the server) for every deletion it
+// sees, its own or, in cluster mode, another broker's.
+func (c *Coordinator) DeleteTopicOffsets(topics ...string) {
+	if c.loading.Load() || len(topics) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		gone[t] = true
+	}
+	now := c.now()
+	for _, g := range c.servedGroups() {
+		g.mu.Lock()
+		var recs []kmsg.Record
+		if g.state != Dead {
+			for k := range g.offsets {
+				if gone[k.topic] {
+					delete(g.offsets, k)
+					recs = append(recs, kmsg.Record{Key: offsetKey(g.id, k.topic, k.part)})
+				}
+			}
+		}
+		if len(recs) > 0 {
+			c.logger.Info("removed offsets of deleted topics", "group", g.id, "partitions", len(recs))
+			recs = append(recs, c.retireIfEmpty(g, now)...)
+			c.persist(g, recs, func(int64, error) {})
+		}
+		c.unlock(g)
+	}
+}
+
+// servedGroups lists the groups of the partitions this coordinator owns and
+// has loaded.
+func (c *Coordinator) servedGroups() []*group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		if c.servesPartLocked(g.part) == nil {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// retireIfEmpty turns an empty group with no offsets, members or pending
+// joins Dead and returns the tombstones that remove it. g is locked.
+func (c *Coordinator) retireIfEmpty(g *group, now time.Time) []kmsg.Record {
+	if g.state != Empty || len(g.offsets) != 0 || len(g.members) != 0 || len(g.pending) != 0 {
+		return nil
+	}
+	var recs []kmsg.Record
+	if g.hasStored {
+		recs = append(recs, kmsg.Record{Key: groupKey(g.id)})
+	}
+	recs = append(recs, g.consumerTombstones()...)
+	g.transition(Dead, now)
+	c.logger.Info("removed empty group without offsets", "group", g.id)
+	return recs
 }

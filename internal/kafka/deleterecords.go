@@ -19,7 +19,10 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			sp.LowWatermark = -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
 			if err == nil {
-				sp.LowWatermark, err = p.DeleteRecords(rc.ctx, rp.Offset)
+				var lw int64
+				if lw, err = p.DeleteRecords(rc.ctx, rp.Offset); err == nil {
+					sp.LowWatermark = lw // Kafka answers -1 with any error
+				}
 			}
 			sp.ErrorCode = errorCode(err)
 			st.Partitions = append(st.Partitions, sp)

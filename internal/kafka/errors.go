@@ -52,7 +52,7 @@ func errorCode(err error) int16 {
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, topicconfig.ErrInvalid):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, broker.ErrInvalidTopic):
+	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, log.ErrTopicCollision):
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, broker.ErrInvalidReplication):
 		return kerr.InvalidReplicationFactor.Code

@@ -14,6 +14,7 @@ import (
 var (
 	ErrUnknownTopicOrPartition = errors.New("log: unknown topic or partition") // UNKNOWN_TOPIC_OR_PARTITION
 	ErrTopicExists             = errors.New("log: topic already exists")       // TOPIC_ALREADY_EXISTS
+	ErrTopicCollision          = errors.New("log: topic name collides")        // INVALID_TOPIC_EXCEPTION
 	ErrInvalidPartitions       = errors.New("log: invalid partition count")    // INVALID_PARTITIONS
 	ErrCorruptMessage          = errors.New("log: corrupt record batch")       // CORRUPT_MESSAGE
 	ErrMessageTooLarge         = errors.New("log: record batch too large")     // MESSAGE_TOO_LARGE

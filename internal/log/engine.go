@@ -224,10 +224,12 @@ type Engine struct {
 	snapWriteMu sync.Mutex // serializes producer snapshot writes
 	regCh       chan *regJob
 	putTimes    *putTimes // cluster mode: recent PUT times, for hedging
-	regDone     chan struct{}
-	listMu      sync.Mutex
-	listNext    *objectList // the listing callers wait for next
-	listRunning bool        // runListings is running
+
+	onTopicDeleted atomic.Pointer[func(name string)] // OnTopicDeleted
+	regDone        chan struct{}
+	listMu         sync.Mutex
+	listNext       *objectList // the listing callers wait for next
+	listRunning    bool        // runListings is running
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,

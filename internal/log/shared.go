@@ -1196,4 +1196,5 @@ func (e *Engine) dropTopicLocal(name string, id [16]byte, matchID bool) {
 	for _, p := range t.partitions() {
 		p.drop()
 	}
+	e.topicDeleted(name)
 }

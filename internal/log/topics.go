@@ -98,6 +98,9 @@ func (e *Engine) CreateTopicAssigned(ctx context.Context, name string, partition
 	if _, ok := e.Topic(name); ok {
 		return TopicInfo{}, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	if other, ok := e.collidingTopic(name); ok {
+		return TopicInfo{}, fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are the same in metric names)", ErrTopicCollision, name, other)
+	}
 	overrides := maps.Clone(configs)
 	if overrides == nil {
 		overrides = map[string]string{}
@@ -119,6 +122,44 @@ func (e *Engine) CreateTopicAssigned(ctx context.Context, name string, partition
 	e.byID[id] = t
 	e.mu.Unlock()
 	return t.info(), nil
+}
+
+// collidingTopic finds an existing topic whose name differs from name only
+// by '.' against '_' (Kafka refuses such a pair: they share metric names).
+// In cluster mode another broker's creation of the twin is seen once the
+// topic watch has delivered it.
+func (e *Engine) collidingTopic(name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for other := range e.topics {
+		if other != name && sameUpToDots(name, other) {
+			return other, true
+		}
+	}
+	return "", false
+}
+
+// sameUpToDots reports whether a and b are equal once every '.' is '_'.
+func sameUpToDots(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '.' {
+			x = '_'
+		}
+		if y == '.' {
+			y = '_'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // lockAdminTopic takes adminMu, which serializes topic changes, and finds
@@ -158,7 +199,22 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	for _, p := range t.partitions() {
 		p.drop()
 	}
+	e.topicDeleted(name)
 	return nil
+}
+
+// OnTopicDeleted sets f to be told, from a goroutine of its own, the name of
+// every topic deleted from then on: through this engine, or (cluster mode)
+// through another broker, once the topic watch delivers it. The group
+// coordinator drops the deleted topics' committed offsets through it.
+func (e *Engine) OnTopicDeleted(f func(name string)) {
+	e.onTopicDeleted.Store(&f)
+}
+
+func (e *Engine) topicDeleted(name string) {
+	if f := e.onTopicDeleted.Load(); f != nil && *f != nil {
+		go (*f)(name)
+	}
 }
 
 // CreatePartitions grows a topic to total partitions.

@@ -201,6 +201,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	// Groups load in the background; until then they answer
 	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 	groups.Start()
+	engine.OnTopicDeleted(func(name string) { groups.DeleteTopicOffsets(name) })
 
 	tcfg := txn.DefaultConfig()
 	tcfg.Partitions = cfg.Transactions.StateTopicPartitions

@@ -20,6 +20,8 @@ import (
 // read back through the cluster. A topic created with replication factor 3
 // reports three distinct replicas, leader first, from every broker; a
 // factor above the live broker count is refused as Kafka refuses it.
+// Deleting a topic removes the offsets groups committed for it on every
+// coordinator.
 func TestClusterSmoke(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	seeds := c.Addrs()
@@ -45,6 +47,7 @@ func TestClusterSmoke(t *testing.T) {
 	checkReplicationFactor(t, seeds)
 	checkDynamicConfigs(t, seeds, "smoke")
 	checkAssignments(t, seeds)
+	checkDeletedTopicOffsets(t, seeds)
 }
 
 // checkDynamicConfigs: a cluster-wide broker config altered through one

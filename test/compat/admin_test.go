@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -374,6 +375,9 @@ func TestAdmin(t *testing.T) {
 		}
 		r, _ := resp.On(name, 0, nil)
 		wantCode(t, "DeleteRecords past the high watermark", errCode(r.Err), kerr.OffsetOutOfRange)
+		if r.LowWatermark != -1 {
+			t.Errorf("DeleteRecords past the high watermark: low watermark %d, want -1 as Kafka answers with any error", r.LowWatermark)
+		}
 		// The deletion survives a restart.
 		b.Restart()
 		adm2 := newAdmin(t, b.Addr())
@@ -420,5 +424,29 @@ func TestAutoCreate(t *testing.T) {
 	}
 	if listed.Has(off) {
 		t.Errorf("Metadata with AllowAutoTopicCreation=false created %s", off)
+	}
+
+	// A name differing from an existing topic's only by '.' against '_'
+	// is refused, and not created, as Kafka refuses it.
+	twin := strings.ReplaceAll(on, "-", "_")
+	if !strings.Contains(on, "-") {
+		t.Fatalf("test topic name %s has no '-' to turn into a twin", on)
+	}
+	dotted := strings.ReplaceAll(on, "-", ".")
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: dotted, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", dotted, err)
+	}
+	req = kmsg.NewPtrMetadataRequest()
+	mt = kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(twin)
+	req.Topics = append(req.Topics, mt)
+	req.AllowAutoTopicCreation = true
+	resp = request[*kmsg.MetadataResponse](t, seed(t, b.Addr()), req)
+	wantCode(t, "auto-create "+twin+" beside "+dotted, resp.Topics[0].ErrorCode, kerr.InvalidTopicException)
+	if listed, err = newAdmin(t, b.Addr()).ListTopics(ctx, twin); err != nil {
+		t.Fatal(err)
+	}
+	if listed.Has(twin) {
+		t.Errorf("auto-creation made %s beside %s", twin, dotted)
 	}
 }

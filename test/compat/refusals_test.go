@@ -159,6 +159,24 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 
+	t.Run("names colliding over '.' and '_': INVALID_TOPIC_EXCEPTION", func(t *testing.T) {
+		base := strings.ReplaceAll(topicName(t), "_", "-")
+		dotted, underscored := base+".x.y", base+"_x_y"
+		if resp, err := createTopicResp(t, adm, 1, 1, nil, dotted); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", dotted, err, resp.Err)
+		}
+		for _, name := range []string{underscored, base + "_x.y"} {
+			resp, err := createTopicResp(t, adm, 1, 1, nil, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, "create "+name+" beside "+dotted, errCode(resp.Err), kerr.InvalidTopicException)
+		}
+		if resp, err := createTopicResp(t, adm, 1, 1, nil, base+"-x-y"); err != nil || resp.Err != nil {
+			t.Errorf("'-' does not collide with '.': %v %v", err, resp.Err)
+		}
+	})
+
 	t.Run("create existing: TOPIC_ALREADY_EXISTS", func(t *testing.T) {
 		resp, err := createTopicResp(t, adm, 2, 1, nil, topic)
 		if err != nil {
