@@ -30,10 +30,7 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) func() kmsg.Resp
 		sg.Group = d.Group
 		sg.ErrorCode = errorCode(d.Err)
 		sg.ErrorMessage = errorMessage(d.Err)
-		sg.AuthorizedOperations = -2147483648
-		if req.IncludeAuthorizedOperations {
-			sg.AuthorizedOperations = groupOperations
-		}
+		sg.AuthorizedOperations = authorizedOps(req.IncludeAuthorizedOperations, groupOperations)
 		if d.Err == nil {
 			sg.State = d.State
 			sg.Epoch = d.Epoch

@@ -30,6 +30,6 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		resp.Brokers = append(resp.Brokers, br)
 	}
-	resp.ClusterAuthorizedOperations = -2147483648
+	resp.ClusterAuthorizedOperations = authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations)
 	return done(resp)
 }

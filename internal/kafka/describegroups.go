@@ -9,10 +9,6 @@ import (
 // error, as Kafka does before v6 (v6, KIP-1043, is not served).
 func init() { register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups) }
 
-// groupOperations is the authorized-operations bitfield of a group with no
-// ACLs: READ (3), DELETE (6) and DESCRIBE (8).
-const groupOperations = 1<<3 | 1<<6 | 1<<8
-
 func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
@@ -23,10 +19,7 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		sg.State = d.State
 		sg.ProtocolType = d.ProtocolType
 		sg.Protocol = d.Protocol
-		sg.AuthorizedOperations = -2147483648
-		if req.IncludeAuthorizedOperations {
-			sg.AuthorizedOperations = groupOperations
-		}
+		sg.AuthorizedOperations = authorizedOps(req.IncludeAuthorizedOperations, groupOperations)
 		for _, m := range d.Members {
 			sm := kmsg.NewDescribeGroupsResponseGroupMember()
 			sm.MemberID = m.MemberID

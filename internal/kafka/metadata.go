@@ -53,7 +53,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
-		mt.AuthorizedOperations = -2147483648
+		mt.AuthorizedOperations = authorizedOps(req.IncludeTopicAuthorizedOperations, topicOperations)
 		resp.Topics = append(resp.Topics, mt)
 	}
 	addErr := func(name *string, id [16]byte, err error) {
@@ -96,8 +96,6 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			addTopic(t)
 		}
 	}
-	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = -2147483648
-	}
+	resp.AuthorizedOperations = authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations)
 	return done(resp)
 }

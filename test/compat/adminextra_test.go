@@ -19,6 +19,37 @@ func TestAdminExtras(t *testing.T) {
 	produceKgo(t, b.Addr(), topic, sampleRecords(50, sampleOpts{}))
 	br := seed(t, b.Addr())
 
+	t.Run("AuthorizedOperations", func(t *testing.T) {
+		// With no authorizer Kafka reports every operation a resource
+		// supports when asked (KIP-430), and INT32_MIN when not.
+		const (
+			notProvided = -2147483648
+			topicOps    = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11 // 8 operations
+			clusterOps  = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12       // 7 operations
+		)
+		for _, ask := range []bool{false, true} {
+			req := kmsg.NewPtrMetadataRequest() // v11+: the cluster's only through DescribeCluster
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			req.IncludeTopicAuthorizedOperations, req.IncludeClusterAuthorizedOperations = ask, ask
+			resp := request[*kmsg.MetadataResponse](t, br, req)
+			wantT, wantC := int32(notProvided), int32(notProvided)
+			if ask {
+				wantT, wantC = topicOps, clusterOps
+			}
+			if got := resp.Topics[0].AuthorizedOperations; got != wantT {
+				t.Errorf("metadata (asked %t): topic operations %#x, want %#x", ask, got, wantT)
+			}
+			dreq := kmsg.NewPtrDescribeClusterRequest()
+			dreq.IncludeClusterAuthorizedOperations = ask
+			dresp := request[*kmsg.DescribeClusterResponse](t, br, dreq)
+			if dresp.ClusterAuthorizedOperations != wantC {
+				t.Errorf("DescribeCluster (asked %t): operations %#x, want %#x", ask, dresp.ClusterAuthorizedOperations, wantC)
+			}
+		}
+	})
+
 	t.Run("DescribeLogDirs", func(t *testing.T) {
 		req := kmsg.NewPtrDescribeLogDirsRequest()
 		resp := request[*kmsg.DescribeLogDirsResponse](t, br, req)
