@@ -66,19 +66,48 @@ func (b *Broker) scope(resource string) (string, error) {
 var ErrUnknownBroker = errors.New("broker: unknown broker id")
 
 // brokerOnly are the dynamic broker configs that are not defaults of a
-// topic config: each has its own effect on the broker.
+// topic config. Most are Kafka's dynamic broker configs for machinery
+// sluice does not have (thread pools, replica fetchers, Kerberos relogin):
+// Kafka accepts them at run time, so tools and client test suites set
+// them; sluice validates, stores and describes them, and they change
+// nothing (apply is nil).
 var brokerOnly = map[string]struct {
 	typ   topicconfig.Type
 	def   string
+	min   float64 // the smallest valid value
 	doc   string
 	apply func(b *Broker, v string)
 }{
-	"log.cleaner.backoff.ms": {topicconfig.TypeLong, "15000",
+	"log.cleaner.backoff.ms": {topicconfig.TypeLong, "15000", 0,
 		"The amount of time to sleep between compaction passes over the compacted partitions this broker leads. Compaction also runs with every retention check (log.retention.check.interval.ms).",
 		func(b *Broker, v string) {
 			ms, _ := strconv.ParseInt(v, 10, 64) // validated when set
 			b.engine.SetCleanerBackoff(time.Duration(ms) * time.Millisecond)
 		}},
+	"background.threads":                             {topicconfig.TypeInt, "10", 1, inert("The number of threads to use for various background processing tasks"), nil},
+	"num.io.threads":                                 {topicconfig.TypeInt, "8", 1, inert("The number of threads the server uses for processing requests"), nil},
+	"num.network.threads":                            {topicconfig.TypeInt, "3", 1, inert("The number of threads the server uses for receiving requests from the network and sending responses"), nil},
+	"num.replica.fetchers":                           {topicconfig.TypeInt, "1", 1, inert("Number of fetcher threads used to replicate records from each source broker (sluice replicates through the object store)"), nil},
+	"num.recovery.threads.per.data.dir":              {topicconfig.TypeInt, "2", 1, inert("The number of threads per data directory used for log recovery at startup"), nil},
+	"log.cleaner.threads":                            {topicconfig.TypeInt, "1", 0, inert("The number of background threads to use for log cleaning"), nil},
+	"log.cleaner.dedupe.buffer.size":                 {topicconfig.TypeLong, "134217728", 0, inert("The total memory used for log deduplication across all cleaner threads"), nil},
+	"log.cleaner.io.buffer.size":                     {topicconfig.TypeInt, "524288", 0, inert("The total memory used for log cleaner I/O buffers across all cleaner threads"), nil},
+	"log.cleaner.io.buffer.load.factor":              {topicconfig.TypeDouble, "0.9", 0, inert("Log cleaner dedupe buffer load factor"), nil},
+	"log.cleaner.io.max.bytes.per.second":            {topicconfig.TypeDouble, "1.7976931348623157E308", 0, inert("The log cleaner will be throttled so that the sum of its read and write i/o will be less than this value on average"), nil},
+	"max.connections":                                {topicconfig.TypeInt, "2147483647", 0, inert("The maximum number of connections the broker allows at any time"), nil},
+	"max.connections.per.ip":                         {topicconfig.TypeInt, "2147483647", 0, inert("The maximum number of connections the broker allows from each ip address"), nil},
+	"max.connection.creation.rate":                   {topicconfig.TypeInt, "2147483647", 0, inert("The maximum connection creation rate the broker allows in any listener at any time"), nil},
+	"leader.replication.throttled.rate":              {topicconfig.TypeLong, "9223372036854775807", 0, inert("A long representing the upper bound (bytes/sec) on replication traffic for leaders"), nil},
+	"follower.replication.throttled.rate":            {topicconfig.TypeLong, "9223372036854775807", 0, inert("A long representing the upper bound (bytes/sec) on replication traffic for followers"), nil},
+	"replica.alter.log.dirs.io.max.bytes.per.second": {topicconfig.TypeLong, "9223372036854775807", 0, inert("A long representing the upper bound (bytes/sec) on disk IO used for moving replica between log directories"), nil},
+	"sasl.kerberos.min.time.before.relogin":          {topicconfig.TypeLong, "60000", 0, inert("Login thread sleep time between refresh attempts"), nil},
+	"sasl.kerberos.ticket.renew.jitter":              {topicconfig.TypeDouble, "0.05", 0, inert("Percentage of random jitter added to the renewal time"), nil},
+	"sasl.kerberos.ticket.renew.window.factor":       {topicconfig.TypeDouble, "0.8", 0, inert("Login thread will sleep until the specified window factor of time from last refresh to ticket's expiry has been reached, at which time it will try to renew the ticket"), nil},
+}
+
+// inert is the documentation of a config kept for compatibility only.
+func inert(kafkaDoc string) string {
+	return kafkaDoc + ". Accepted, stored and described for compatibility with Kafka; it has no effect on sluice."
 }
 
 // BrokerOnlyDef describes a dynamic broker config that is not a topic
@@ -91,13 +120,41 @@ func BrokerOnlyDef(key string) (topicconfig.Def, bool) {
 	return topicconfig.Def{Name: key, Type: d.typ, Default: d.def, Doc: d.doc}, true
 }
 
-// validateBrokerOnly checks a value of a brokerOnly key: all are
-// non-negative longs.
+// validateBrokerOnly checks a value of a brokerOnly key against its type
+// and smallest value.
 func validateBrokerOnly(key, v string) error {
-	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
-		return fmt.Errorf("%w: %s: %q is not a non-negative integer", topicconfig.ErrInvalid, key, v)
+	d := brokerOnly[key]
+	var n float64
+	var err error
+	switch d.typ {
+	case topicconfig.TypeInt:
+		var i int64
+		i, err = strconv.ParseInt(v, 10, 32)
+		n = float64(i)
+	case topicconfig.TypeDouble:
+		n, err = strconv.ParseFloat(v, 64)
+	default:
+		var i int64
+		i, err = strconv.ParseInt(v, 10, 64)
+		n = float64(i)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %q is not a valid %s", topicconfig.ErrInvalid, key, v, typeName(d.typ))
+	}
+	if n < d.min {
+		return fmt.Errorf("%w: %s: %s is below the minimum %g", topicconfig.ErrInvalid, key, v, d.min)
 	}
 	return nil
+}
+
+func typeName(t topicconfig.Type) string {
+	switch t {
+	case topicconfig.TypeInt:
+		return "int"
+	case topicconfig.TypeDouble:
+		return "double"
+	}
+	return "long"
 }
 
 // brokerOnlyLayers are the layers of a brokerOnly key, highest first; the
@@ -233,6 +290,9 @@ func (b *Broker) applyDefaultsLocked() {
 	b.topicDefaults = eff
 	b.engine.SetBrokerDefaults(eff)
 	for k, d := range brokerOnly {
+		if d.apply == nil {
+			continue
+		}
 		d.apply(b, b.brokerOnlyLayersLocked(k)[0].Value)
 	}
 }

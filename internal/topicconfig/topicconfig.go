@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +68,20 @@ func atLeast(min int64) func(string) error {
 	}
 }
 
+// between accepts lo..hi, and also any of extra.
+func between(lo, hi int64, extra ...int64) func(string) error {
+	return func(v string) error {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if (n < lo || n > hi) && !slices.Contains(extra, n) {
+			if len(extra) > 0 {
+				return fmt.Errorf("must be between %d and %d, or one of %v", lo, hi, extra)
+			}
+			return fmt.Errorf("must be between %d and %d", lo, hi)
+		}
+		return nil
+	}
+}
+
 func cleanupPolicy(v string) error {
 	if v == "" {
 		return nil
@@ -86,6 +101,12 @@ var defs = []Def{
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerKey: "compression.type",
 		Check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 		Doc:   "sluice stores batches as the producer sent them; values other than producer are accepted and recorded but do not recompress."},
+	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", Check: between(1, 9, -1), BrokerKey: "compression.gzip.level",
+		Doc: "Accepted for compatibility (KIP-390); sluice stores batches as the producer compressed them and does not recompress."},
+	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", Check: between(1, 17), BrokerKey: "compression.lz4.level",
+		Doc: "Accepted for compatibility (KIP-390); sluice stores batches as the producer compressed them and does not recompress."},
+	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", Check: between(-131072, 22), BrokerKey: "compression.zstd.level",
+		Doc: "Accepted for compatibility (KIP-390); sluice stores batches as the producer compressed them and does not recompress."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Check: atLeast(0), BrokerKey: "log.cleaner.delete.retention.ms",
 		Doc: "How long tombstones are kept on compacted topics."},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Check: atLeast(0), BrokerKey: "log.segment.delete.delay.ms",
@@ -148,6 +169,10 @@ var defs = []Def{
 	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", Check: atLeast(-2), BrokerKey: "log.local.retention.bytes",
 		Doc: "Accepted for compatibility (Kafka tiered storage); all of sluice's data lives in one storage tier."},
 	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false",
+		Doc: "Accepted for compatibility (Kafka tiered storage); all of sluice's data lives in one storage tier."},
+	{Name: "remote.log.copy.disable", Type: TypeBoolean, Default: "false",
+		Doc: "Accepted for compatibility (Kafka tiered storage); all of sluice's data lives in one storage tier."},
+	{Name: "remote.log.delete.on.disable", Type: TypeBoolean, Default: "false",
 		Doc: "Accepted for compatibility (Kafka tiered storage); all of sluice's data lives in one storage tier."},
 }
 

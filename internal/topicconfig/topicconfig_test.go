@@ -21,6 +21,15 @@ func TestValidate(t *testing.T) {
 		{"message.timestamp.type", "Whenever", false},
 		{"min.cleanable.dirty.ratio", "1.5", false},
 		{"no.such.config", "1", false},
+		{"compression.gzip.level", "-1", true},
+		{"compression.gzip.level", "9", true},
+		{"compression.gzip.level", "0", false},
+		{"compression.lz4.level", "17", true},
+		{"compression.lz4.level", "18", false},
+		{"compression.zstd.level", "-131072", true},
+		{"compression.zstd.level", "23", false},
+		{"remote.log.copy.disable", "true", true},
+		{"remote.log.delete.on.disable", "maybe", false},
 	}
 	for _, tc := range cases {
 		err := ValidateValue(tc.k, tc.v)

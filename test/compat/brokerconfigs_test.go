@@ -88,7 +88,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	}
 
 	v := "8"
-	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "num.io.threads", Value: &v}})
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "node.id", Value: &v}})
 	if err == nil {
 		for _, r := range resps {
 			err = r.Err
@@ -96,6 +96,57 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	}
 	if !errors.Is(err, kerr.InvalidConfig) {
 		t.Fatalf("read-only key: want INVALID_CONFIG, got %v", err)
+	}
+
+	// Kafka's dynamic broker configs for machinery sluice lacks (thread
+	// pools, Kerberos relogin) are accepted, validated and described, as
+	// librdkafka's admin tests expect of a broker.
+	nine, zero := "9", "0"
+	alter := func(cs ...kadm.AlterConfig) error {
+		resps, err := adm.AlterBrokerConfigs(ctx, cs)
+		if err == nil {
+			for _, r := range resps {
+				err = r.Err
+			}
+		}
+		return err
+	}
+	if err := alter(kadm.AlterConfig{Name: "background.threads", Value: &nine},
+		kadm.AlterConfig{Name: "num.io.threads", Value: &nine}); err != nil {
+		t.Fatalf("set background.threads and num.io.threads: %v", err)
+	}
+	if err := alter(kadm.AlterConfig{Name: "background.threads", Value: &zero}); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("background.threads=0: want INVALID_CONFIG, got %v", err)
+	}
+	described, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, rc := range described {
+		for _, c := range rc.Configs {
+			if (c.Key == "background.threads" || c.Key == "num.io.threads") && c.MaybeValue() == "9" {
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("DescribeConfigs shows %d of background.threads and num.io.threads at 9, want 2", found)
+	}
+	legacy := kmsg.NewPtrAlterConfigsRequest() // the non-incremental API
+	lr := kmsg.NewAlterConfigsRequestResource()
+	lr.ResourceType = kmsg.ConfigResourceTypeBroker
+	lr.ResourceName = ""
+	lc := kmsg.NewAlterConfigsRequestResourceConfig()
+	lc.Name, lc.Value = "sasl.kerberos.min.time.before.relogin", kmsg.StringPtr("58000")
+	lr.Configs = append(lr.Configs, lc)
+	legacy.Resources = append(legacy.Resources, lr)
+	lresp, err := legacy.RequestWith(ctx, testbroker.NewClient(t, b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := lresp.Resources[0].ErrorCode; code != 0 {
+		t.Errorf("legacy AlterConfigs of sasl.kerberos.min.time.before.relogin: %v", kerr.ErrorForCode(code))
 	}
 	if _, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "message.max.bytes", Value: &v}}, 7); err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST") {
 		// kadm sends the request for broker 7 to any broker; ours refuses it.
