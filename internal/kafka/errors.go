@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/quota"
+	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
@@ -22,6 +23,14 @@ func errorCode(err error) int16 {
 		return 0
 	}
 	switch {
+	case errors.Is(err, scram.ErrNotFound):
+		return kerr.ResourceNotFound.Code
+	case errors.Is(err, scram.ErrDuplicate):
+		return kerr.DuplicateResource.Code
+	case errors.Is(err, scram.ErrUnsupportedMechanism):
+		return kerr.UnsupportedSaslMechanism.Code
+	case errors.Is(err, scram.ErrUnacceptable):
+		return kerr.UnacceptableCredential.Code
 	case errors.Is(err, log.ErrUnknownTopicOrPartition):
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, log.ErrTopicExists):

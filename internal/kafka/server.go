@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/quota"
+	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -26,6 +27,8 @@ type Config struct {
 	// Quotas holds the client quotas and enforces them on produce and
 	// fetch traffic; nil disables client quotas.
 	Quotas *quota.Manager
+	// Credentials keeps SCRAM credentials (Describe/AlterUserScramCredentials).
+	Credentials *scram.Store
 }
 
 // principal is the user every client is, without authentication: Kafka's

@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 	"github.com/sluice-mq/sluice/internal/quota"
+	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -256,7 +257,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel,
 		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas}, b, groups, txns, logger.With("component", "kafka"), reg)
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: scram.New(md)}, b, groups, txns, logger.With("component", "kafka"), reg)
 	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
 	go func() {
 		defer close(s.watching)
