@@ -114,20 +114,9 @@ func (s *Store) Describe(ctx context.Context, users []string) (map[string][]Cred
 	}
 	all := map[string][]Credential{}
 	for _, kv := range kvs {
-		rest := strings.TrimPrefix(kv.Key, prefix)
-		esc, _, ok := strings.Cut(rest, "/")
-		if !ok {
-			continue
+		if user, c, ok := decode(kv.Key, kv.Value); ok {
+			all[user] = append(all[user], c)
 		}
-		user, err := url.PathUnescape(esc)
-		if err != nil {
-			continue
-		}
-		var c Credential
-		if json.Unmarshal(kv.Value, &c) != nil {
-			continue
-		}
-		all[user] = append(all[user], c)
 	}
 	for _, cs := range all {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].Mechanism < cs[j].Mechanism })
@@ -237,6 +226,29 @@ func (s *Store) alterUser(ctx context.Context, user string, as []alteration) err
 		return fmt.Errorf("%w: %v", ErrStorage, err)
 	}
 	return nil
+}
+
+// decode reads a stored credential back; ok is false (and the record
+// skipped) for anything malformed: a bad key, bad JSON, an unknown
+// mechanism or one that disagrees with the key.
+func decode(key string, value []byte) (string, Credential, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", Credential{}, false
+	}
+	esc, mech, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", Credential{}, false
+	}
+	user, err := url.PathUnescape(esc)
+	if err != nil {
+		return "", Credential{}, false
+	}
+	var c Credential
+	if json.Unmarshal(value, &c) != nil || MechanismName(c.Mechanism) == "" || mech != fmt.Sprint(c.Mechanism) {
+		return "", Credential{}, false
+	}
+	return user, c, true
 }
 
 // derive turns an upsertion into the stored credential (RFC 5802).
