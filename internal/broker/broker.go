@@ -308,32 +308,34 @@ func (b *Broker) Replicas(partition, leader int32, rf int16) []int32 {
 	return out
 }
 
-// TopicForMetadata returns the topic, auto-creating it when allowed.
-func (b *Broker) TopicForMetadata(ctx context.Context, name string, allowAutoCreate bool) (log.TopicInfo, error) {
+// TopicForMetadata returns the topic, auto-creating it when allowed;
+// created says this call created it.
+func (b *Broker) TopicForMetadata(ctx context.Context, name string, allowAutoCreate bool) (t log.TopicInfo, created bool, err error) {
 	if t, ok := b.engine.Topic(name); ok {
-		return t, nil
+		return t, false, nil
 	}
 	if !allowAutoCreate || !b.cfg.AutoCreateTopics {
-		return log.TopicInfo{}, log.ErrUnknownTopicOrPartition
+		return log.TopicInfo{}, false, log.ErrUnknownTopicOrPartition
 	}
 	if err := ValidateTopicName(name); err != nil {
-		return log.TopicInfo{}, err
+		return log.TopicInfo{}, false, err
 	}
 	b.createMu.Lock()
 	defer b.createMu.Unlock()
 	if t, ok := b.engine.Topic(name); ok {
-		return t, nil
+		return t, false, nil
 	}
-	t, err := b.engine.CreateTopic(ctx, name, b.cfg.DefaultPartitions, nil)
+	t, err = b.engine.CreateTopic(ctx, name, b.cfg.DefaultPartitions, nil)
 	if errors.Is(err, log.ErrTopicExists) {
 		if t, ok := b.engine.Topic(name); ok {
-			return t, nil
+			return t, false, nil
 		}
 	}
-	if err == nil {
-		b.logger.Info("auto-created topic", "topic", name, "partitions", b.cfg.DefaultPartitions)
+	if err != nil {
+		return t, false, err
 	}
-	return t, err
+	b.logger.Info("auto-created topic", "topic", name, "partitions", b.cfg.DefaultPartitions)
+	return t, true, nil
 }
 
 // Partition returns a partition this broker leads.

@@ -9,7 +9,8 @@ import (
 
 // Metadata v0-v12. v4+ carries allow_auto_topic_creation (before v4 topics
 // are always auto-created when the broker allows it); v10+ topic ids; v12
-// lets a topic be named by id only.
+// lets a topic be named by id only. The request that auto-creates a topic
+// gets LEADER_NOT_AVAILABLE for it, as from Kafka; the next finds it.
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
 
 func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -88,12 +89,21 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				addTopic(t)
 				continue
 			}
-			t, err := b.TopicForMetadata(rc.ctx, *rt.Topic, allow)
-			if err != nil {
+			t, created, err := b.TopicForMetadata(rc.ctx, *rt.Topic, allow)
+			switch {
+			case err != nil:
 				addErr(rt.Topic, [16]byte{}, err)
-				continue
+			case created:
+				// As Kafka answers the request that triggers the
+				// creation: LEADER_NOT_AVAILABLE, no partitions yet.
+				// Clients retry, and the next request finds it.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				resp.Topics = append(resp.Topics, mt)
+			default:
+				addTopic(t)
 			}
-			addTopic(t)
 		}
 	}
 	resp.AuthorizedOperations = authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations)
