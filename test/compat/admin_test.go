@@ -426,6 +426,25 @@ func TestAutoCreate(t *testing.T) {
 		t.Errorf("Metadata with AllowAutoTopicCreation=false created %s", off)
 	}
 
+	// The request that auto-creates a topic answers LEADER_NOT_AVAILABLE
+	// with no partitions, as Kafka does; the next one finds the topic.
+	fresh := topicName(t)
+	req = kmsg.NewPtrMetadataRequest()
+	mt = kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(fresh)
+	req.Topics = append(req.Topics, mt)
+	req.AllowAutoTopicCreation = true
+	resp = request[*kmsg.MetadataResponse](t, seed(t, b.Addr()), req)
+	wantCode(t, "metadata creating "+fresh, resp.Topics[0].ErrorCode, kerr.LeaderNotAvailable)
+	if n := len(resp.Topics[0].Partitions); n != 0 {
+		t.Errorf("the creating metadata request lists %d partitions, want none", n)
+	}
+	resp = request[*kmsg.MetadataResponse](t, seed(t, b.Addr()), req)
+	wantCode(t, "metadata after creating "+fresh, resp.Topics[0].ErrorCode, nil)
+	if n := len(resp.Topics[0].Partitions); n != 3 {
+		t.Errorf("%s has %d partitions, want the default 3", fresh, n)
+	}
+
 	// A name differing from an existing topic's only by '.' against '_'
 	// is refused, and not created, as Kafka refuses it.
 	twin := strings.ReplaceAll(on, "-", "_")
