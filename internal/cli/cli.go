@@ -152,16 +152,31 @@ func lookupTopic(cmd *cobra.Command, adm *kadm.Client, topic string) (kadm.Topic
 }
 
 // autoCreateTopic sends a metadata request that allows topic auto-creation,
-// as Kafka producers do. An error for the topic is not returned here: the
-// caller's lookup reports it in words.
+// as Kafka producers do. The request that creates the topic answers
+// LEADER_NOT_AVAILABLE, as Kafka's does; it is asked again until the topic
+// is there (or 10 s pass), so that the caller's lookup, which reads the
+// client's cached metadata, sees it. Any other error for the topic is not
+// returned here: the caller's lookup reports it in words.
 func autoCreateTopic(cmd *cobra.Command, cl *kgo.Client, topic string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, rt)
 	req.AllowAutoTopicCreation = true
-	if _, err := req.RequestWith(cmd.Context(), cl); err != nil {
-		return fmt.Errorf("fetching metadata: %w", err)
+	backoff := 20 * time.Millisecond
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := req.RequestWith(cmd.Context(), cl)
+		if err != nil {
+			return fmt.Errorf("fetching metadata: %w", err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-time.After(backoff):
+		case <-cmd.Context().Done():
+			return cmd.Context().Err()
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
-	return nil
 }
