@@ -29,6 +29,51 @@ func (c *Coordinator) loadAll() {
 	c.mu.Unlock()
 	c.loading.Store(false)
 	c.logger.Info("consumer groups loaded", "groups", n, "partitions", c.parts.Load(), "duration", c.now().Sub(began))
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	c.sweepDeletedTopics(c.ctx, gs)
+}
+
+// TopicChecker is the optional part of a Store that says whether a topic
+// exists, from the metadata store itself rather than a view that may lag
+// it (cluster mode).
+type TopicChecker interface {
+	TopicExists(ctx context.Context, name string) (bool, error)
+}
+
+// sweepDeletedTopics removes, from freshly loaded groups, the offsets of
+// topics deleted while nobody served them (before this load finished, or
+// in cluster mode while their partition was between coordinators):
+// DeleteTopicOffsets covers deletions seen while serving.
+func (c *Coordinator) sweepDeletedTopics(ctx context.Context, gs []*group) {
+	tc, ok := c.store.(TopicChecker)
+	if !ok {
+		return
+	}
+	names := map[string]bool{}
+	for _, g := range gs {
+		g.mu.Lock()
+		for k := range g.offsets {
+			names[k.topic] = true
+		}
+		g.mu.Unlock()
+	}
+	var gone []string
+	for name := range names {
+		// Offsets are only committed for existing topics, so a missing
+		// one was deleted. A store error keeps the offsets.
+		if exists, err := tc.TopicExists(ctx, name); err == nil && !exists {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		c.logger.Info("removing offsets of topics deleted before the groups were loaded", "topics", gone)
+		c.DeleteTopicOffsets(gone...)
+	}
 }
 
 func (c *Coordinator) load(ctx context.Context) error {

@@ -108,6 +108,11 @@ func (c *Coordinator) loadOwned(ctx context.Context, p int32, o *ownership) erro
 			o.loading = false
 			c.mu.Unlock()
 			c.logger.Info("consumer groups loaded", "partition", p, "epoch", o.epoch, "groups", len(gs), "duration", c.now().Sub(began))
+			list := make([]*group, 0, len(gs))
+			for _, g := range gs {
+				list = append(list, g)
+			}
+			c.sweepDeletedTopics(ctx, list)
 			return nil
 		}
 		if errors.Is(err, log.ErrNotLeader) {

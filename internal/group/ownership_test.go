@@ -40,6 +40,11 @@ func newEngineStore(t *testing.T) Store {
 		md.Close()
 		st.Close()
 	})
+	// The topic the tests commit offsets for exists, as the Kafka
+	// handlers require: offsets of missing topics are swept on load.
+	if _, err := e.CreateTopic(context.Background(), "t", 1, nil); err != nil {
+		t.Fatal(err)
+	}
 	return NewEngineStore(e)
 }
 

@@ -37,6 +37,12 @@ func NewEngineStore(e *log.Engine) Store {
 	return &engineStore{InternalTopic: log.NewInternalTopic(e, Topic), e: e}
 }
 
+// TopicExists reads the topic's record from the metadata store
+// (TopicChecker).
+func (s *engineStore) TopicExists(ctx context.Context, name string) (bool, error) {
+	return s.e.TopicExists(ctx, name)
+}
+
 // ListTopics lists the engine's topics for consumer-protocol assignors.
 func (s *engineStore) ListTopics() []TopicMeta {
 	ts := s.e.Topics()

@@ -203,6 +203,20 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	return nil
 }
 
+// TopicExists reports whether the metadata store holds the topic: the
+// authority, where Topic answers from this engine's view, which in cluster
+// mode can lag another broker's creation or deletion by a watch delivery.
+func (e *Engine) TopicExists(ctx context.Context, name string) (bool, error) {
+	_, err := e.md.Get(ctx, keyTopics+name)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return true, nil
+}
+
 // OnTopicDeleted sets f to be told, from a goroutine of its own, the name of
 // every topic deleted from then on: through this engine, or (cluster mode)
 // through another broker, once the topic watch delivers it. The group
