@@ -30,23 +30,7 @@ func checkAssignments(t *testing.T, seeds []string) {
 	n1, n2, n3 := testcluster.NodeID(0), testcluster.NodeID(1), testcluster.NodeID(2)
 	const topic = "assigned"
 
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-	for p, rs := range [][]int32{{n2}, {n3}} {
-		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = int32(p), rs
-		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create %s with replica assignments: %v", topic, err)
-	}
-	expectReplicas(t, ctx, seeds, topic, [][]int32{{n2}, {n3}})
+	createAssigned(t, ctx, cl, seeds, topic, [][]int32{{n2}, {n3}})
 
 	var recs []*kgo.Record
 	for i := range 20 {
@@ -97,6 +81,29 @@ func checkAssignments(t *testing.T, seeds []string) {
 	}
 }
 
+// createAssigned creates topic with replica list lists[p] for partition p
+// and waits until every broker reports them.
+func createAssigned(t *testing.T, ctx context.Context, cl *kgo.Client, seeds []string, topic string, lists [][]int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for p, rs := range lists {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), rs
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create %s with replica assignments: %v", topic, err)
+	}
+	expectReplicas(t, ctx, seeds, topic, lists)
+}
+
 // expectReplicas waits until every broker's Metadata reports want[p] as
 // partition p's replicas and in-sync replicas, and its first as leader.
 func expectReplicas(t *testing.T, ctx context.Context, seeds []string, topic string, want [][]int32) {
@@ -141,23 +148,7 @@ func TestClusterElectLeaders(t *testing.T) {
 	n1, n2 := testcluster.NodeID(0), testcluster.NodeID(1)
 	const topic = "elect"
 	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...))
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-	for p, rs := range [][]int32{{n2, n1}, {n1, n2}} {
-		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = int32(p), rs
-		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("create %s: %v", topic, err)
-	}
-	expectReplicas(t, ctx, seeds, topic, [][]int32{{n2, n1}, {n1, n2}})
+	createAssigned(t, ctx, cl, seeds, topic, [][]int32{{n2, n1}, {n1, n2}})
 
 	elect := func(cl *kgo.Client, typ int8, partitions ...int32) *kmsg.ElectLeadersResponse {
 		t.Helper()
