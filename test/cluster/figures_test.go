@@ -358,13 +358,17 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	for run := 1; run <= figRuns; run++ {
 		for i, tg := range targets {
 			var before map[string]*histo
+			var cpu cpuSample
 			if clusters[i] != nil {
 				before = scrapeStages(t, clusters[i])
+				cpu = sampleCPU(clusters[i])
 			}
 			row := rowOf(fmt.Sprint(run), tg.measure(t, rcfg))
 			t.Logf("%g MB/s, %s, run %d: %s", figRateMBps, tg.name, run, row)
 			if clusters[i] != nil {
-				logStages(t, fmt.Sprintf("%s, %g MB/s run %d", tg.name, figRateMBps, run), before, scrapeStages(t, clusters[i]))
+				label := fmt.Sprintf("%s, %g MB/s run %d", tg.name, figRateMBps, run)
+				logCPU(t, label, cpu, sampleCPU(clusters[i]))
+				logStages(t, label, before, scrapeStages(t, clusters[i]))
 			}
 			rated[i] = append(rated[i], row)
 		}

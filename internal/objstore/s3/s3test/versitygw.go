@@ -140,6 +140,14 @@ func Start(t testing.TB, opts ...Option) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
+// Pid is the running server's process id, 0 when it is stopped.
+func (s *Server) Pid() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Dir is the posix backend's root (one directory per bucket).
 func (s *Server) Dir() string { return s.dir }
 
