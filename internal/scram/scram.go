@@ -7,8 +7,9 @@
 // metadata store (embedded on a single node, etcd in a cluster), so every
 // broker sees the same ones.
 //
-// sluice has no SASL listener yet: the credentials are kept, described and
-// deleted as Kafka does, ready for SASL/SCRAM authentication.
+// SASL listeners (internal/sasl) authenticate against these credentials:
+// SCRAM-SHA-256/512 directly, PLAIN by deriving the sent password with a
+// stored credential's salt and iterations (Credential.Matches).
 package scram
 
 import (
