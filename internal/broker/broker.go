@@ -26,10 +26,13 @@ var (
 
 // Config is the broker's policy configuration.
 type Config struct {
-	NodeID            int32
-	ClusterID         string
-	AdvertisedHost    string
-	AdvertisedPort    int32
+	NodeID         int32
+	ClusterID      string
+	AdvertisedHost string
+	AdvertisedPort int32
+	// Endpoints are the advertised addresses of every listener (the first
+	// is AdvertisedHost:AdvertisedPort); empty with a single listener.
+	Endpoints         []Endpoint
 	Rack              string
 	AutoCreateTopics  bool
 	DefaultPartitions int32

@@ -3,9 +3,31 @@ package broker
 // Node is one broker as clients see it.
 type Node struct {
 	ID   int32
-	Host string
+	Host string // the address on the first listener
 	Port int32
 	Rack string
+	// Endpoints are the advertised addresses by listener, when the broker
+	// has more than one.
+	Endpoints []Endpoint
+}
+
+// Endpoint is a broker's advertised address on one listener.
+type Endpoint struct {
+	Listener string
+	Host     string
+	Port     int32
+}
+
+// Addr is the node's address on listener: clients are told the brokers'
+// addresses on the listener they asked through (Kafka's rule). A broker
+// without that listener answers with its first.
+func (n Node) Addr(listener string) (string, int32) {
+	for _, e := range n.Endpoints {
+		if e.Listener == listener {
+			return e.Host, e.Port
+		}
+	}
+	return n.Host, n.Port
 }
 
 // Topology says which brokers are live and which one leads each partition.
@@ -26,7 +48,7 @@ func (b *Broker) Nodes() []Node {
 		return b.cfg.Topology.Nodes()
 	}
 	host, port := b.Advertised()
-	return []Node{{ID: b.cfg.NodeID, Host: host, Port: port, Rack: b.cfg.Rack}}
+	return []Node{{ID: b.cfg.NodeID, Host: host, Port: port, Rack: b.cfg.Rack, Endpoints: b.cfg.Endpoints}}
 }
 
 // Node looks up a live broker by id.

@@ -28,6 +28,9 @@ type Config struct {
 	Host     string // advertised host
 	Port     int32  // advertised port
 	Rack     string
+	// Endpoints are the advertised addresses of every listener, when the
+	// broker has more than one (Host:Port is the first).
+	Endpoints []Endpoint
 	// LeaseTTL is the membership and leadership lease: a broker that stops
 	// renewing it loses both this long after its last renewal. etcd rounds
 	// it up to whole seconds. Zero is DefaultLeaseTTL.

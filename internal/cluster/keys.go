@@ -63,12 +63,13 @@ func parseLeaderKey(k string) (TopicPartition, bool) {
 // key left by a session that ended (and may delete it), while a key of
 // another process with the same id is refused.
 type brokerValue struct {
-	ID          int32  `json:"id"`
-	Host        string `json:"host"`
-	Port        int32  `json:"port"`
-	Rack        string `json:"rack,omitempty"`
-	Session     int64  `json:"session"`
-	Incarnation string `json:"incarnation"`
+	ID          int32      `json:"id"`
+	Host        string     `json:"host"`
+	Port        int32      `json:"port"`
+	Rack        string     `json:"rack,omitempty"`
+	Endpoints   []Endpoint `json:"endpoints,omitempty"`
+	Session     int64      `json:"session"`
+	Incarnation string     `json:"incarnation"`
 }
 
 // leaderValue is the value of a leader key.

@@ -47,7 +47,7 @@ func (n *Node) newSession(ctx context.Context) (*session, error) {
 func (n *Node) register(ctx context.Context, s *session) error {
 	id := n.cfg.BrokerID
 	key := brokerKey(id)
-	val := encode(brokerValue{ID: id, Host: n.cfg.Host, Port: n.cfg.Port, Rack: n.cfg.Rack,
+	val := encode(brokerValue{ID: id, Host: n.cfg.Host, Port: n.cfg.Port, Rack: n.cfg.Rack, Endpoints: n.cfg.Endpoints,
 		Session: s.s.ID(), Incarnation: n.incarnation})
 	for range 5 {
 		err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key}}, meta.Put(key, val))

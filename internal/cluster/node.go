@@ -22,6 +22,16 @@ type Broker struct {
 	Host string
 	Port int32
 	Rack string
+	// Endpoints are its advertised addresses by listener name, when it
+	// has more than one listener.
+	Endpoints []Endpoint
+}
+
+// Endpoint is an advertised address on one listener.
+type Endpoint struct {
+	Listener string `json:"listener"`
+	Host     string `json:"host"`
+	Port     int32  `json:"port"`
 }
 
 // TopicPartition names a partition.

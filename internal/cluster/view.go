@@ -143,7 +143,7 @@ func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[
 			n.log.Warn("ignoring a malformed broker key", "key", key, "value", string(value))
 			return
 		}
-		m := member{Broker: Broker{ID: id, Host: bv.Host, Port: bv.Port, Rack: bv.Rack}, session: bv.Session}
+		m := member{Broker: Broker{ID: id, Host: bv.Host, Port: bv.Port, Rack: bv.Rack, Endpoints: bv.Endpoints}, session: bv.Session}
 		if old, ok := prev[id]; ok {
 			m.since = old.since
 		} else if !initial {

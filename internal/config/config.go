@@ -154,6 +154,15 @@ type Config struct {
 	// AdvertisedAddr is the host:port clients are told to connect to;
 	// empty means derived from Listen.
 	AdvertisedAddr string `yaml:"advertised_addr"`
+	// Listeners, when set, replace Listen: NAME://host:port each, NAME a
+	// security protocol (PLAINTEXT, SASL_PLAINTEXT), at most one of each.
+	// The first is the broker's main address.
+	Listeners []string `yaml:"listeners"`
+	// AdvertisedListeners are NAME://host:port for listeners whose
+	// advertised address is not derived from the bound one.
+	AdvertisedListeners []string `yaml:"advertised_listeners"`
+	// SASL configures authentication on SASL_PLAINTEXT listeners.
+	SASL SASL `yaml:"sasl"`
 	// AdminListen is the HTTP address for /metrics and admin; empty disables.
 	AdminListen string `yaml:"admin_listen"`
 	// DataDir holds the WAL, local objects and embedded metadata.
@@ -267,6 +276,9 @@ func (c *Config) Validate() error {
 		if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
 			return bad("advertised_addr", "port %q out of range", p)
 		}
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.AdminListen != "" {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {

@@ -101,17 +101,26 @@ type pending struct {
 	complete              func() kmsg.Response // nil means no response (acks=0 produce)
 	apiVersionsV0Fallback bool
 	rc                    *reqCtx // nil for the ApiVersions fallback
+	// raw, when set, is a SASL token written as a bare size-prefixed
+	// frame (the exchange after a v0 SaslHandshake), not a response.
+	raw []byte
+	// closeAfter closes the connection once this response is written
+	// (a failed authentication).
+	closeAfter bool
 }
 
 // conn serves one client connection.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	logger *slog.Logger
-	queue  chan pending
-	wg     sync.WaitGroup
-	closed chan struct{}
-	once   sync.Once
+	srv      *Server
+	listener Listener
+	auth     authState              // read loop only, until authenticated
+	user     atomic.Pointer[string] // authenticated user; nil: anonymous
+	nc       net.Conn
+	logger   *slog.Logger
+	queue    chan pending
+	wg       sync.WaitGroup
+	closed   chan struct{}
+	once     sync.Once
 	// muteUntil (unix ns) holds back the next request of a client over
 	// its quota (KIP-219: the throttle applies after the response).
 	muteUntil atomic.Int64
@@ -170,7 +179,12 @@ func (c *conn) serve(ctx context.Context) {
 		if !c.sleep(time.Until(time.Unix(0, c.muteUntil.Load()))) {
 			return
 		}
-		p, err := c.dispatch(ctx, frame)
+		var p pending
+		if c.listener.SASL != nil && c.user.Load() == nil {
+			p, err = c.authenticate(ctx, frame)
+		} else {
+			p, err = c.dispatch(ctx, frame)
+		}
 		if err != nil {
 			c.srv.metrics.badRequests.Inc()
 			c.logger.Info("closing connection after bad request", "err", err)
@@ -180,6 +194,9 @@ func (c *conn) serve(ctx context.Context) {
 		case c.queue <- p:
 		case <-c.closed:
 			return
+		}
+		if p.closeAfter {
+			return // the writer sends p, then the connection closes
 		}
 	}
 }
@@ -223,6 +240,13 @@ func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	var buf []byte
 	for p := range c.queue {
+		if p.raw != nil {
+			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(p.raw)))
+			if _, err := c.nc.Write(append(buf, p.raw...)); err != nil {
+				c.close()
+			}
+			continue
+		}
 		if p.complete == nil {
 			if p.rc != nil && p.rc.throttle > 0 {
 				c.throttled(p, p.rc.throttle)
@@ -251,7 +275,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		buf = appendResponse(buf[:0], p.hdr, resp, p.apiVersionsV0Fallback)
-		if _, err := c.nc.Write(buf); err != nil {
+		if _, err := c.nc.Write(buf); err != nil || p.closeAfter {
 			c.close()
 			continue // drain the queue so the reader can exit
 		}

@@ -23,7 +23,8 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	resp.EndpointType = 1
 	for _, n := range b.Nodes() {
 		br := kmsg.NewDescribeClusterResponseBroker()
-		br.NodeID, br.Host, br.Port = n.ID, n.Host, n.Port
+		br.NodeID = n.ID
+		br.Host, br.Port = n.Addr(rc.conn.listener.Name)
 		if n.Rack != "" {
 			rack := n.Rack
 			br.Rack = &rack

@@ -36,7 +36,8 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			return
 		}
-		c.NodeID, c.Host, c.Port = n.ID, n.Host, n.Port
+		c.NodeID = n.ID
+		c.Host, c.Port = n.Addr(rc.conn.listener.Name)
 	}
 
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {

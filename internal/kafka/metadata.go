@@ -20,7 +20,8 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 	for _, n := range b.Nodes() {
 		rb := kmsg.NewMetadataResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = n.ID, n.Host, n.Port
+		rb.NodeID = n.ID
+		rb.Host, rb.Port = n.Addr(rc.conn.listener.Name)
 		if n.Rack != "" {
 			rack := n.Rack
 			rb.Rack = &rack

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/quota"
+	"github.com/sluice-mq/sluice/internal/sasl"
 	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
@@ -31,9 +32,20 @@ type Config struct {
 	Credentials *scram.Store
 }
 
-// principal is the user every client is, without authentication: Kafka's
-// ANONYMOUS, which user quotas (default or named) apply to.
-const principal = "ANONYMOUS"
+// anonymous is the user of every client not authenticated (Kafka's
+// ANONYMOUS principal), which user quotas (default or named) apply to.
+const anonymous = "ANONYMOUS"
+
+// Listener is what a listener asks of its connections.
+type Listener struct {
+	// Name is the listener's name, which Metadata, DescribeCluster and
+	// FindCoordinator use to pick the broker addresses to answer with
+	// (each listener advertises its own): PLAINTEXT, SASL_PLAINTEXT.
+	Name string
+	// SASL, when set, makes clients authenticate before any request but
+	// ApiVersions (a SASL_PLAINTEXT listener).
+	SASL *sasl.Authenticator
+}
 
 // handlerFunc runs the ordered part of a request and returns the function
 // that completes it. Returning nil means "send no response".
@@ -59,7 +71,7 @@ type reqCtx struct {
 // and keeps the longest throttle it asks for.
 func (rc *reqCtx) chargeQuota(key string, n int) {
 	if q := rc.conn.srv.cfg.Quotas; q != nil && n > 0 {
-		rc.throttle = max(rc.throttle, q.Throttle(key, principal, rc.clientID(), n))
+		rc.throttle = max(rc.throttle, q.Throttle(key, rc.conn.principal(), rc.clientID(), n))
 	}
 }
 
@@ -90,7 +102,7 @@ type Server struct {
 	metrics metrics
 
 	mu    sync.Mutex
-	ln    net.Listener
+	lns   []net.Listener
 	conns map[*conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -149,10 +161,17 @@ func (s *Server) apiKeys() []api {
 	return out
 }
 
-// Serve accepts connections on ln until ctx is done or ln is closed.
+// Serve accepts connections on ln, a PLAINTEXT listener, until ctx is
+// done or ln is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeListener(ctx, ln, Listener{Name: "PLAINTEXT"})
+}
+
+// ServeListener accepts connections on ln, served as l says, until ctx is
+// done or ln is closed. A server may serve several listeners at once.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener, l Listener) error {
 	s.mu.Lock()
-	s.ln = ln
+	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	var backoff time.Duration
 	for {
@@ -180,7 +199,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &conn{srv: s, nc: nc, logger: s.logger.With("remote", nc.RemoteAddr().String()),
+		c := &conn{srv: s, nc: nc, listener: l, logger: s.logger.With("remote", nc.RemoteAddr().String()),
 			queue: make(chan pending, 64), closed: make(chan struct{})}
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
@@ -201,8 +220,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Close stops accepting, closes every connection and waits for handlers.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	for c := range s.conns {
 		c.close()

@@ -160,7 +160,11 @@ func (t topology) Nodes() []broker.Node {
 	bs := n.Brokers()
 	out := make([]broker.Node, 0, len(bs))
 	for _, b := range bs {
-		out = append(out, broker.Node{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+		n := broker.Node{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
+		for _, e := range b.Endpoints {
+			n.Endpoints = append(n.Endpoints, broker.Endpoint{Listener: e.Listener, Host: e.Host, Port: e.Port})
+		}
+		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 	"github.com/sluice-mq/sluice/internal/quota"
+	"github.com/sluice-mq/sluice/internal/sasl"
 	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
@@ -49,7 +51,8 @@ type Server struct {
 	groups   *group.Coordinator
 	txns     *txn.Coordinator
 	kafka    *kafka.Server
-	ln       net.Listener
+	ln       net.Listener // the first Kafka listener
+	lns      []net.Listener
 	admin    *http.Server
 	adminLn  net.Listener
 	cancel   context.CancelFunc
@@ -140,19 +143,45 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		"wal_bytes_replayed", rep.WALBytesReplayed, "truncated_bytes", rep.TruncatedBytes,
 		"truncated_files", rep.TruncatedFiles, "duration", rep.Duration)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lspecs, err := cfg.KafkaListeners()
+	var lns []net.Listener
+	closeLns := func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}
+	var endpoints []broker.Endpoint
+	for i := 0; err == nil && i < len(lspecs); i++ {
+		var l net.Listener
+		if l, err = net.Listen("tcp", lspecs[i].Bind); err != nil {
+			err = fmt.Errorf("listen %s: %w", lspecs[i].Name, err)
+			break
+		}
+		lns = append(lns, l)
+		var e broker.Endpoint
+		e.Host, e.Port, err = advertised(lspecs[i].Bind, lspecs[i].Advertised, l.Addr())
+		e.Listener = lspecs[i].Name
+		endpoints = append(endpoints, e)
+	}
 	if err != nil {
+		closeLns()
 		engine.Close()
 		objs.Close()
 		md.Close()
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	host, port, err := advertised(cfg, ln.Addr())
-	if err != nil {
-		ln.Close()
-		engine.Close()
-		md.Close()
 		return nil, err
+	}
+	ln, host, port := lns[0], endpoints[0].Host, endpoints[0].Port
+	if len(endpoints) == 1 {
+		endpoints = nil // one listener: Node.Host/Port say it all
+	}
+	// Requests between brokers (transaction markers) use the PLAINTEXT
+	// listener; Validate makes cluster mode have one.
+	plainAddr := ln.Addr().String()
+	for i, l := range lspecs {
+		if l.Name == config.Plaintext {
+			plainAddr = lns[i].Addr().String()
+			break
+		}
 	}
 	b := broker.New(broker.Config{
 		NodeID:            cfg.NodeID,
@@ -160,6 +189,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		ClusterID:         clusterID,
 		AdvertisedHost:    host,
 		AdvertisedPort:    port,
+		Endpoints:         endpoints,
 		AutoCreateTopics:  cfg.AutoCreateTopics,
 		DefaultPartitions: cfg.DefaultPartitions,
 		TopicDefaults:     cfg.TopicDefaults,
@@ -172,7 +202,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		Topology: topologyFor(glue),
 	}, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
-		ln.Close()
+		closeLns()
 		engine.Close()
 		md.Close()
 		return nil, err
@@ -194,7 +224,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
-		ln.Close()
+		closeLns()
 		engine.Close()
 		md.Close()
 		return nil, err
@@ -217,10 +247,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if glue != nil {
 		// Markers for partitions led by other brokers go to them as
 		// WriteTxnMarkers; this client finds them through our own listener.
-		markerClient, err = kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.MetadataMinAge(200*time.Millisecond))
+		markerClient, err = kgo.NewClient(kgo.SeedBrokers(plainAddr), kgo.MetadataMinAge(200*time.Millisecond))
 		if err != nil {
 			groups.Close()
-			ln.Close()
+			closeLns()
 			engine.Close()
 			md.Close()
 			return nil, err
@@ -234,7 +264,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		Groups: groups, NextPID: engine.NextProducerID, Logger: logger.With("component", "txn")})
 	if err != nil {
 		groups.Close()
-		ln.Close()
+		closeLns()
 		engine.Close()
 		md.Close()
 		return nil, err
@@ -248,17 +278,35 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if err := quotas.Load(ctx); err != nil {
 		txns.Close()
 		groups.Close()
-		ln.Close()
+		closeLns()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+
+	creds := scram.New(md)
+	listeners, err := kafkaListeners(ctx, cfg, lspecs, creds)
+	if err != nil {
+		txns.Close()
+		groups.Close()
+		closeLns()
 		engine.Close()
 		md.Close()
 		return nil, err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, cancel: cancel,
+	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
 		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: scram.New(md)}, b, groups, txns, logger.With("component", "kafka"), reg)
-	go func() { s.done <- s.kafka.Serve(ctx, ln) }()
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: creds}, b, groups, txns, logger.With("component", "kafka"), reg)
+	for i, l := range lns {
+		go func() {
+			err := s.kafka.ServeListener(ctx, l, listeners[i])
+			if i == 0 {
+				s.done <- err
+			}
+		}()
+	}
 	go func() {
 		defer close(s.watching)
 		// Cluster mode: configs and quotas altered through other brokers.
@@ -273,8 +321,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	if glue != nil {
 		glue.engine, glue.groups, glue.txns = engine, groups, txns
-		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack}
-		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack,
+		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: endpoints}
+		var ceps []cluster.Endpoint
+		for _, e := range endpoints {
+			ceps = append(ceps, cluster.Endpoint{Listener: e.Listener, Host: e.Host, Port: e.Port})
+		}
+		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: ceps,
 			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger.With("component", "cluster")}, glue)
 		if err != nil {
 			s.Close()
@@ -308,8 +360,20 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	return s, nil
 }
 
-// Addr is the Kafka listener's address.
+// Addr is the first Kafka listener's address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// ListenerAddr is the bound address of the listener named name (a
+// security protocol), "" if there is none.
+func (s *Server) ListenerAddr(name string) string {
+	ls, _ := s.cfg.KafkaListeners()
+	for i, l := range ls {
+		if l.Name == name && i < len(s.lns) {
+			return s.lns[i].Addr().String()
+		}
+	}
+	return ""
+}
 
 // AdminAddr is the admin HTTP listener's address, or "".
 func (s *Server) AdminAddr() string {
@@ -353,10 +417,13 @@ func (s *Server) Close() error {
 	return err
 }
 
-func advertised(cfg config.Config, bound net.Addr) (string, int32, error) {
-	addr := cfg.AdvertisedAddr
+// advertised is the host and port a listener bound to bind (as bound)
+// tells clients: adv when set, else the bound address with a wildcard
+// host made localhost.
+func advertised(bind, adv string, bound net.Addr) (string, int32, error) {
+	addr := adv
 	if addr == "" {
-		h, _, _ := net.SplitHostPort(cfg.Listen)
+		h, _, _ := net.SplitHostPort(bind)
 		_, p, _ := net.SplitHostPort(bound.String())
 		if h == "" || h == "0.0.0.0" || h == "::" {
 			// A wildcard listener advertises localhost: right for the
@@ -404,4 +471,31 @@ func loadClusterID(ctx context.Context, md meta.Store, want string) (string, err
 		return "", fmt.Errorf("storing cluster id: %w", err)
 	}
 	return id, nil
+}
+
+// kafkaListeners builds what each listener asks of its connections, and
+// creates the configured SASL users when any listener uses SASL.
+func kafkaListeners(ctx context.Context, cfg config.Config, specs []config.Listener, creds *scram.Store) ([]kafka.Listener, error) {
+	out := make([]kafka.Listener, len(specs))
+	var auth *sasl.Authenticator
+	for i, l := range specs {
+		out[i].Name = l.Name
+		if !l.SASL() {
+			continue
+		}
+		if auth == nil {
+			var err error
+			if auth, err = sasl.New(cfg.SASL.Mechanisms, creds); err != nil {
+				return nil, fmt.Errorf("%w: sasl.mechanisms: %v", config.ErrInvalid, err)
+			}
+			for _, u := range cfg.SASL.Users {
+				name, pw, _ := strings.Cut(u, ":")
+				if err := creds.Ensure(ctx, name, pw); err != nil {
+					return nil, fmt.Errorf("creating SASL user %q: %w", name, err)
+				}
+			}
+		}
+		out[i].SASL = auth
+	}
+	return out, nil
 }

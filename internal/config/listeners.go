@@ -1,0 +1,129 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Security protocols a listener may use (Kafka's names).
+const (
+	Plaintext     = "PLAINTEXT"
+	SASLPlaintext = "SASL_PLAINTEXT"
+)
+
+// saslMechanisms are the mechanisms sasl.mechanisms may name.
+var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// SASL configures SASL authentication on SASL_PLAINTEXT listeners.
+type SASL struct {
+	// Mechanisms offered; empty means all of SCRAM-SHA-512, SCRAM-SHA-256
+	// and PLAIN. Every mechanism checks the same users: the SCRAM
+	// credentials kept in the metadata store.
+	Mechanisms []string `yaml:"mechanisms"`
+	// Users are "name:password" pairs whose SCRAM-SHA-256 and -512
+	// credentials are created at start when missing (a credential that
+	// exists, e.g. changed since with AlterUserScramCredentials, is kept).
+	// Prefer SLUICE_SASL_USERS to a file or flag.
+	Users []string `yaml:"users"`
+}
+
+// Listener is one Kafka listener: a security protocol, the address it
+// binds and the address clients are told.
+type Listener struct {
+	Name       string // the security protocol
+	Bind       string // host:port
+	Advertised string // host:port; empty: derived from Bind
+}
+
+// SASL reports whether the listener authenticates clients with SASL.
+func (l Listener) SASL() bool { return l.Name == SASLPlaintext }
+
+// parseListener reads NAME://host:port.
+func parseListener(s string) (name, addr string, err error) {
+	name, addr, ok := strings.Cut(strings.TrimSpace(s), "://")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not NAME://host:port", s)
+	}
+	name = strings.ToUpper(name)
+	if name != Plaintext && name != SASLPlaintext {
+		return "", "", fmt.Errorf("%q: listener %s is not one of %s, %s", s, name, Plaintext, SASLPlaintext)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", "", fmt.Errorf("%q: %v", s, err)
+	}
+	return name, addr, nil
+}
+
+// KafkaListeners returns the Kafka listeners: those of listeners (with
+// advertised_listeners), or else one PLAINTEXT listener on listen
+// advertising advertised_addr. The first is the broker's main address.
+func (c Config) KafkaListeners() ([]Listener, error) {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	if len(c.Listeners) == 0 {
+		if len(c.AdvertisedListeners) > 0 {
+			return nil, bad("advertised_listeners", "needs listeners")
+		}
+		return []Listener{{Name: Plaintext, Bind: c.Listen, Advertised: c.AdvertisedAddr}}, nil
+	}
+	if c.AdvertisedAddr != "" {
+		return nil, bad("advertised_addr", "cannot be used with listeners; use advertised_listeners")
+	}
+	var out []Listener
+	for _, s := range c.Listeners {
+		name, addr, err := parseListener(s)
+		if err != nil {
+			return nil, bad("listeners", "%v", err)
+		}
+		if slices.ContainsFunc(out, func(l Listener) bool { return l.Name == name }) {
+			return nil, bad("listeners", "listener %s is named twice", name)
+		}
+		out = append(out, Listener{Name: name, Bind: addr})
+	}
+	for _, s := range c.AdvertisedListeners {
+		name, addr, err := parseListener(s)
+		if err != nil {
+			return nil, bad("advertised_listeners", "%v", err)
+		}
+		i := slices.IndexFunc(out, func(l Listener) bool { return l.Name == name })
+		if i < 0 {
+			return nil, bad("advertised_listeners", "%s is not in listeners", name)
+		}
+		h, p, _ := net.SplitHostPort(addr)
+		if n, err := strconv.Atoi(p); h == "" || err != nil || n <= 0 || n > 65535 {
+			return nil, bad("advertised_listeners", "%q must name a host and a port in 1-65535", s)
+		}
+		out[i].Advertised = addr
+	}
+	return out, nil
+}
+
+// validateSecurity checks listeners and the SASL settings together.
+func (c Config) validateSecurity() error {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	ls, err := c.KafkaListeners()
+	if err != nil {
+		return err
+	}
+	if c.ClusterMode() && !slices.ContainsFunc(ls, func(l Listener) bool { return l.Name == Plaintext }) {
+		return bad("listeners", "cluster mode needs a PLAINTEXT listener for requests between brokers")
+	}
+	for _, m := range c.SASL.Mechanisms {
+		if !slices.Contains(saslMechanisms, strings.ToUpper(strings.TrimSpace(m))) {
+			return bad("sasl.mechanisms", "%q is not one of %s", m, strings.Join(saslMechanisms, ", "))
+		}
+	}
+	for _, u := range c.SASL.Users {
+		name, pw, ok := strings.Cut(u, ":")
+		if !ok || name == "" || pw == "" {
+			return bad("sasl.users", "each entry must be name:password (got one with %d characters)", len(u))
+		}
+	}
+	return nil
+}

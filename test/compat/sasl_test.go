@@ -1,0 +1,267 @@
+package compat
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// startSASLBroker starts a broker with a PLAINTEXT and a SASL_PLAINTEXT
+// listener and the bootstrap user admin/admin-secret; it returns the
+// broker and the SASL listener's address.
+func startSASLBroker(t *testing.T) (*testbroker.Broker, string) {
+	t.Helper()
+	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
+		c.SASL.Users = []string{"admin:admin-secret"}
+	}))
+	addr := b.Server().ListenerAddr(config.SASLPlaintext)
+	if addr == "" {
+		t.Fatal("no SASL_PLAINTEXT listener")
+	}
+	return b, addr
+}
+
+// saslRoundTrip produces one record through the SASL listener with mech
+// and reads it back with the same mechanism.
+func saslRoundTrip(t *testing.T, addr, topic string, mech sasl.Mechanism) error {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(mech), kgo.DefaultProduceTopic(topic),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordRetries(2), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	val := []byte("via " + mech.Name())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+		return err
+	}
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return err
+		}
+		for _, r := range fs.Records() {
+			if string(r.Value) == string(val) {
+				return nil
+			}
+		}
+	}
+}
+
+// saslRefused makes one request on one connection authenticated with
+// mech and returns its error (no client retries).
+func saslRefused(t *testing.T, addr string, mech sasl.Mechanism) error {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(mech))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = cl.SeedBrokers()[0].Request(ctxFor(t, 30*time.Second), kmsg.NewPtrMetadataRequest())
+	return err
+}
+
+// TestSASL: on a SASL_PLAINTEXT listener franz-go authenticates with
+// PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 against the bootstrap user and
+// against a user created with AlterUserScramCredentials, produces and
+// consumes; wrong passwords and unknown users get
+// SASL_AUTHENTICATION_FAILED; Metadata through each listener advertises
+// that listener's addresses.
+func TestSASL(t *testing.T) {
+	b, saslAddr := startSASLBroker(t)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+
+	mechs := func(user, pass string) []sasl.Mechanism {
+		return []sasl.Mechanism{
+			plain.Auth{User: user, Pass: pass}.AsMechanism(),
+			scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(),
+			scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(),
+		}
+	}
+	for _, m := range mechs("admin", "admin-secret") {
+		if err := saslRoundTrip(t, saslAddr, topic, m); err != nil {
+			t.Errorf("admin with %s: %v", m.Name(), err)
+		}
+	}
+	for _, m := range append(mechs("admin", "wrong"), mechs("nobody", "admin-secret")...) {
+		if err := saslRefused(t, saslAddr, m); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("bad credentials with %s: %v, want SASL_AUTHENTICATION_FAILED", m.Name(), err)
+		}
+	}
+
+	// A user made through the admin API (on the plaintext listener) can
+	// log in with every mechanism, PLAIN included.
+	adm := newAdmin(t, b.Addr())
+	ctx := ctxFor(t, time.Minute)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw-256"},
+	})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("creating carol: %v %v", err, res.Error())
+	}
+	if err := saslRoundTrip(t, saslAddr, topic, scram.Auth{User: "carol", Pass: "pw-256"}.AsSha256Mechanism()); err != nil {
+		t.Errorf("carol SCRAM-SHA-256: %v", err)
+	}
+	if err := saslRoundTrip(t, saslAddr, topic, plain.Auth{User: "carol", Pass: "pw-256"}.AsMechanism()); err != nil {
+		t.Errorf("carol PLAIN: %v", err)
+	}
+	if err := saslRefused(t, saslAddr, scram.Auth{User: "carol", Pass: "pw-256"}.AsSha512Mechanism()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("carol SCRAM-SHA-512 (no such credential): %v", err)
+	}
+
+	// Each listener advertises its own port.
+	for _, l := range []struct {
+		addr string
+		opt  kgo.Opt
+	}{
+		{b.Addr(), kgo.SeedBrokers(b.Addr())},
+		{saslAddr, kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())},
+	} {
+		cl := testbroker.NewClient(t, l.addr, l.opt)
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(l.addr)
+		if len(md.Brokers) != 1 || strconv.Itoa(int(md.Brokers[0].Port)) != port {
+			t.Errorf("metadata through %s advertises %+v", l.addr, md.Brokers)
+		}
+	}
+}
+
+// rawFrame writes one size-prefixed frame and reads one back.
+func rawFrame(t *testing.T, c net.Conn, out []byte) ([]byte, error) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(out)))); err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(out); err != nil {
+		return nil, err
+	}
+	var sz [4]byte
+	if _, err := io.ReadFull(c, sz[:]); err != nil {
+		return nil, err
+	}
+	in := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	_, err := io.ReadFull(c, in)
+	return in, err
+}
+
+// request frames req as a request with correlation id 1.
+func requestFrame(req kmsg.Request) []byte {
+	b := kbinHeader(req)
+	return req.AppendTo(b)
+}
+
+func kbinHeader(req kmsg.Request) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// TestSASLStates: before authentication a SASL listener answers only
+// ApiVersions and the SASL exchange and closes the connection on anything
+// else; an unknown mechanism is UNSUPPORTED_SASL_MECHANISM with the list
+// of enabled ones; a v0 handshake is followed by bare tokens (the
+// pre-KIP-152 exchange); the SASL APIs on a PLAINTEXT listener are
+// ILLEGAL_SASL_STATE.
+func TestSASLStates(t *testing.T) {
+	b, saslAddr := startSASLBroker(t)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", saslAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// Metadata before authenticating: the connection is closed.
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(9)
+	if _, err := rawFrame(t, dial(), requestFrame(md)); err == nil {
+		t.Error("Metadata before authentication was answered")
+	}
+
+	// ApiVersions is answered; an unknown mechanism is refused.
+	c := dial()
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "t", "1"
+	if _, err := rawFrame(t, c, requestFrame(av)); err != nil {
+		t.Fatalf("ApiVersions before authentication: %v", err)
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "FOO"
+	in, err := rawFrame(t, c, requestFrame(hs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := kmsg.NewPtrSASLHandshakeResponse()
+	hr.SetVersion(1)
+	if err := hr.ReadFrom(in[4:]); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "handshake FOO", hr.ErrorCode, kerr.UnsupportedSaslMechanism)
+	if len(hr.SupportedMechanisms) != 3 {
+		t.Errorf("supported mechanisms %v", hr.SupportedMechanisms)
+	}
+
+	// v0 handshake, then a bare PLAIN token and a bare empty reply; after
+	// that, ordinary requests work.
+	c = dial()
+	hs = kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(0)
+	hs.Mechanism = "PLAIN"
+	in, err = rawFrame(t, c, requestFrame(hs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr = kmsg.NewPtrSASLHandshakeResponse()
+	if err := hr.ReadFrom(in[4:]); err != nil || hr.ErrorCode != 0 {
+		t.Fatalf("v0 handshake: %v code %d", err, hr.ErrorCode)
+	}
+	reply, err := rawFrame(t, c, []byte("\x00admin\x00admin-secret"))
+	if err != nil || len(reply) != 0 {
+		t.Fatalf("bare PLAIN token: reply %q err %v", reply, err)
+	}
+	if in, err = rawFrame(t, c, requestFrame(md)); err != nil || len(in) < 8 {
+		t.Fatalf("Metadata after a v0 exchange: %v", err)
+	}
+
+	// On the PLAINTEXT listener the SASL APIs are ILLEGAL_SASL_STATE.
+	br := seed(t, b.Addr())
+	hs = kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = "PLAIN"
+	wantCode(t, "handshake on PLAINTEXT", request[*kmsg.SASLHandshakeResponse](t, br, hs).ErrorCode, kerr.IllegalSaslState)
+	ar := kmsg.NewPtrSASLAuthenticateRequest()
+	ar.SetVersion(2)
+	wantCode(t, "authenticate on PLAINTEXT", request[*kmsg.SASLAuthenticateResponse](t, br, ar).ErrorCode, kerr.IllegalSaslState)
+}
