@@ -11,11 +11,15 @@ Run with the Debian interpreter: /usr/bin/python3 confluent_kafka_client.py CMD 
                                   or after MILLIS
   metadata BOOTSTRAP              prints {topic: partition count}
 
+With SLUICE_TEST_SASL=MECHANISM:USER:PASSWORD in the environment every
+client connects with SASL_PLAINTEXT and that mechanism.
+
 Bytes are base64 in JSON; null stays null. Exit status 1 with a message on
 stderr on any client error, so the Go test shows it.
 """
 import base64
 import json
+import os
 import sys
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -35,6 +39,16 @@ def fail(msg):
     sys.exit(1)
 
 
+def conf(c):
+    """c plus the SASL settings SLUICE_TEST_SASL asks for."""
+    spec = os.environ.get("SLUICE_TEST_SASL")
+    if spec:
+        mech, user, password = spec.split(":", 2)
+        c.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
+                  "sasl.username": user, "sasl.password": password})
+    return c
+
+
 def log_cb(name):
     def cb(err):
         print("%s error: %s" % (name, err), file=sys.stderr)
@@ -43,14 +57,14 @@ def log_cb(name):
 
 def produce(bootstrap, topic, codec):
     records = json.load(sys.stdin)
-    p = Producer({
+    p = Producer(conf({
         "bootstrap.servers": bootstrap,
         "compression.type": codec,
         "acks": "all",
         "linger.ms": 20,
         "message.timeout.ms": 60000,
         "error_cb": log_cb("producer"),
-    })
+    }))
     reports = [None] * len(records)
 
     def on_delivery(i):
@@ -75,14 +89,14 @@ def produce(bootstrap, topic, codec):
 
 
 def consumer(bootstrap):
-    return Consumer({
+    return Consumer(conf({
         "bootstrap.servers": bootstrap,
         "group.id": "sluice-compat-unused",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",
         "error_cb": log_cb("consumer"),
-    })
+    }))
 
 
 def consume(bootstrap, topic, partition, count):
@@ -123,7 +137,7 @@ def offsets_for_time(bootstrap, topic, partition, millis):
 
 
 def metadata(bootstrap):
-    a = AdminClient({"bootstrap.servers": bootstrap})
+    a = AdminClient(conf({"bootstrap.servers": bootstrap}))
     md = a.list_topics(timeout=30)
     print(json.dumps({name: len(t.partitions) for name, t in md.topics.items()}))
 

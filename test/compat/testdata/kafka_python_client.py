@@ -1,10 +1,12 @@
 """Drive kafka-python (pure Python) against a broker for compat tests.
 
 Run with the Debian interpreter: /usr/bin/python3 kafka_python_client.py CMD ...
-Commands and JSON shapes are those of confluent_kafka_client.py.
+Commands and JSON shapes are those of confluent_kafka_client.py, and so is
+SLUICE_TEST_SASL=MECHANISM:USER:PASSWORD.
 """
 import base64
 import json
+import os
 import sys
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -23,9 +25,20 @@ def fail(msg):
     sys.exit(1)
 
 
+def sasl():
+    """Keyword arguments for the SASL settings SLUICE_TEST_SASL asks for."""
+    spec = os.environ.get("SLUICE_TEST_SASL")
+    if not spec:
+        return {}
+    mech, user, password = spec.split(":", 2)
+    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mech,
+            "sasl_plain_username": user, "sasl_plain_password": password}
+
+
 def produce(bootstrap, topic, codec):
     records = json.load(sys.stdin)
     p = KafkaProducer(
+        **sasl(),
         bootstrap_servers=bootstrap,
         compression_type=None if codec == "none" else codec,
         acks="all",
@@ -52,6 +65,7 @@ def produce(bootstrap, topic, codec):
 
 def consumer(bootstrap):
     return KafkaConsumer(
+        **sasl(),
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
