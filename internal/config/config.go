@@ -155,14 +155,18 @@ type Config struct {
 	// empty means derived from Listen.
 	AdvertisedAddr string `yaml:"advertised_addr"`
 	// Listeners, when set, replace Listen: NAME://host:port each, NAME a
-	// security protocol (PLAINTEXT, SASL_PLAINTEXT), at most one of each.
+	// security protocol (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL), at
+	// most one of each.
 	// The first is the broker's main address.
 	Listeners []string `yaml:"listeners"`
 	// AdvertisedListeners are NAME://host:port for listeners whose
 	// advertised address is not derived from the bound one.
 	AdvertisedListeners []string `yaml:"advertised_listeners"`
-	// SASL configures authentication on SASL_PLAINTEXT listeners.
+	// SASL configures authentication on SASL_PLAINTEXT and SASL_SSL
+	// listeners.
 	SASL SASL `yaml:"sasl"`
+	// TLS configures SSL and SASL_SSL listeners.
+	TLS TLS `yaml:"tls"`
 	// AdminListen is the HTTP address for /metrics and admin; empty disables.
 	AdminListen string `yaml:"admin_listen"`
 	// DataDir holds the WAL, local objects and embedded metadata.

@@ -12,7 +12,12 @@ import (
 const (
 	Plaintext     = "PLAINTEXT"
 	SASLPlaintext = "SASL_PLAINTEXT"
+	SSL           = "SSL"
+	SASLSSL       = "SASL_SSL"
 )
+
+// securityProtocols are the listener names accepted.
+var securityProtocols = []string{Plaintext, SASLPlaintext, SSL, SASLSSL}
 
 // saslMechanisms are the mechanisms sasl.mechanisms may name.
 var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
@@ -39,7 +44,10 @@ type Listener struct {
 }
 
 // SASL reports whether the listener authenticates clients with SASL.
-func (l Listener) SASL() bool { return l.Name == SASLPlaintext }
+func (l Listener) SASL() bool { return l.Name == SASLPlaintext || l.Name == SASLSSL }
+
+// TLS reports whether the listener speaks TLS.
+func (l Listener) TLS() bool { return l.Name == SSL || l.Name == SASLSSL }
 
 // parseListener reads NAME://host:port.
 func parseListener(s string) (name, addr string, err error) {
@@ -48,8 +56,8 @@ func parseListener(s string) (name, addr string, err error) {
 		return "", "", fmt.Errorf("%q is not NAME://host:port", s)
 	}
 	name = strings.ToUpper(name)
-	if name != Plaintext && name != SASLPlaintext {
-		return "", "", fmt.Errorf("%q: listener %s is not one of %s, %s", s, name, Plaintext, SASLPlaintext)
+	if !slices.Contains(securityProtocols, name) {
+		return "", "", fmt.Errorf("%q: listener %s is not one of %s", s, name, strings.Join(securityProtocols, ", "))
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return "", "", fmt.Errorf("%q: %v", s, err)
@@ -113,6 +121,11 @@ func (c Config) validateSecurity() error {
 	}
 	if c.ClusterMode() && !slices.ContainsFunc(ls, func(l Listener) bool { return l.Name == Plaintext }) {
 		return bad("listeners", "cluster mode needs a PLAINTEXT listener for requests between brokers")
+	}
+	if slices.ContainsFunc(ls, Listener.TLS) {
+		if _, err := c.TLS.ServerConfig(); err != nil {
+			return err
+		}
 	}
 	for _, m := range c.SASL.Mechanisms {
 		if !slices.Contains(saslMechanisms, strings.ToUpper(strings.TrimSpace(m))) {

@@ -164,6 +164,9 @@ func (c *conn) serve(ctx context.Context) {
 		close(c.queue)
 		c.wg.Wait()
 	}()
+	if !c.handshakeTLS(ctx) {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		// Each frame gets its own buffer: kmsg's ReadFrom keeps sub-slices

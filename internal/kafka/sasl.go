@@ -2,8 +2,10 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -149,4 +151,30 @@ func (c *conn) authenticated() {
 	c.user.Store(&u)
 	c.logger.Debug("SASL authenticated", "user", u, "mechanism", c.auth.session.Mechanism())
 	c.auth = authState{}
+}
+
+// tlsHandshakeTimeout bounds a TLS client's handshake.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// handshakeTLS completes the TLS handshake of a TLS connection (a no-op
+// for others) and, on a listener without SASL, makes a verified client
+// certificate's subject the principal (Kafka's default SSL principal,
+// e.g. "CN=alice,O=Example"). false: the handshake failed and the
+// connection is done.
+func (c *conn) handshakeTLS(ctx context.Context) bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		c.logger.Info("TLS handshake failed", "err", err)
+		return false
+	}
+	if st := tc.ConnectionState(); c.listener.SASL == nil && len(st.VerifiedChains) > 0 {
+		u := st.PeerCertificates[0].Subject.String()
+		c.user.Store(&u)
+	}
+	return true
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -156,6 +157,14 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		if l, err = net.Listen("tcp", lspecs[i].Bind); err != nil {
 			err = fmt.Errorf("listen %s: %w", lspecs[i].Name, err)
 			break
+		}
+		if lspecs[i].TLS() {
+			var tcfg *tls.Config
+			if tcfg, err = cfg.TLS.ServerConfig(); err != nil {
+				l.Close()
+				break
+			}
+			l = tls.NewListener(l, tcfg)
 		}
 		lns = append(lns, l)
 		var e broker.Endpoint

@@ -12,7 +12,9 @@ Run with the Debian interpreter: /usr/bin/python3 confluent_kafka_client.py CMD 
   metadata BOOTSTRAP              prints {topic: partition count}
 
 With SLUICE_TEST_SASL=MECHANISM:USER:PASSWORD in the environment every
-client connects with SASL_PLAINTEXT and that mechanism.
+client connects with SASL_PLAINTEXT and that mechanism; with
+SLUICE_TEST_TLS_CA=FILE it speaks TLS trusting that CA (SSL, or SASL_SSL
+with both).
 
 Bytes are base64 in JSON; null stays null. Exit status 1 with a message on
 stderr on any client error, so the Go test shows it.
@@ -42,10 +44,13 @@ def fail(msg):
 def conf(c):
     """c plus the SASL settings SLUICE_TEST_SASL asks for."""
     spec = os.environ.get("SLUICE_TEST_SASL")
+    ca = os.environ.get("SLUICE_TEST_TLS_CA")
     if spec:
         mech, user, password = spec.split(":", 2)
         c.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
                   "sasl.username": user, "sasl.password": password})
+    if ca:
+        c.update({"security.protocol": "SASL_SSL" if spec else "SSL", "ssl.ca.location": ca})
     return c
 
 

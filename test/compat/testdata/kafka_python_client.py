@@ -2,7 +2,7 @@
 
 Run with the Debian interpreter: /usr/bin/python3 kafka_python_client.py CMD ...
 Commands and JSON shapes are those of confluent_kafka_client.py, and so is
-SLUICE_TEST_SASL=MECHANISM:USER:PASSWORD.
+SLUICE_TEST_SASL=MECHANISM:USER:PASSWORD and SLUICE_TEST_TLS_CA=FILE.
 """
 import base64
 import json
@@ -26,13 +26,18 @@ def fail(msg):
 
 
 def sasl():
-    """Keyword arguments for the SASL settings SLUICE_TEST_SASL asks for."""
+    """Keyword arguments for SLUICE_TEST_SASL and SLUICE_TEST_TLS_CA."""
     spec = os.environ.get("SLUICE_TEST_SASL")
-    if not spec:
-        return {}
-    mech, user, password = spec.split(":", 2)
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mech,
-            "sasl_plain_username": user, "sasl_plain_password": password}
+    ca = os.environ.get("SLUICE_TEST_TLS_CA")
+    out = {}
+    if spec:
+        mech, user, password = spec.split(":", 2)
+        out = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mech,
+               "sasl_plain_username": user, "sasl_plain_password": password}
+    if ca:
+        out.update({"security_protocol": "SASL_SSL" if spec else "SSL", "ssl_cafile": ca,
+                    "ssl_check_hostname": True})
+    return out
 
 
 def produce(bootstrap, topic, codec):

@@ -1,0 +1,224 @@
+package compat
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// testPKI is a CA with a server certificate for 127.0.0.1/localhost and a
+// client certificate, written as PEM files.
+type testPKI struct {
+	caFile, certFile, keyFile, clientCert, clientKey string
+	pool                                             *x509.CertPool
+	client                                           tls.Certificate
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	p := &testPKI{caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "server.pem"),
+		keyFile: filepath.Join(dir, "server-key.pem"), clientCert: filepath.Join(dir, "client.pem"),
+		clientKey: filepath.Join(dir, "client-key.pem")}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	p.pool = x509.NewCertPool()
+	p.pool.AddCert(ca)
+	writePEM(t, p.caFile, "CERTIFICATE", caDER)
+	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certFile, keyFile string) tls.Certificate {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subject,
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalECPrivateKey(key)
+		writePEM(t, certFile, "CERTIFICATE", der)
+		writePEM(t, keyFile, "EC PRIVATE KEY", kder)
+		c, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	issue(2, pkix.Name{CommonName: "localhost"}, x509.ExtKeyUsageServerAuth, p.certFile, p.keyFile)
+	p.client = issue(3, pkix.Name{CommonName: "alice", Organization: []string{"sluice-test"}}, x509.ExtKeyUsageClientAuth, p.clientCert, p.clientKey)
+	return p
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTLSBroker starts a broker with PLAINTEXT, SSL and SASL_SSL
+// listeners, client certificates requested, and the user admin.
+func startTLSBroker(t *testing.T, p *testPKI) *testbroker.Broker {
+	t.Helper()
+	return startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"}
+		c.TLS = config.TLS{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.caFile, ClientAuth: "requested"}
+		c.SASL.Users = []string{"admin:admin-secret"}
+	}))
+}
+
+// TestTLS: franz-go produces and consumes over SSL and over SASL_SSL
+// (SCRAM), each listener advertising itself; a client that does not trust
+// the CA gets nothing; with a client certificate the principal is its
+// subject, which user quotas then apply to.
+func TestTLS(t *testing.T) {
+	p := newTestPKI(t)
+	b := startTLSBroker(t, p)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+	sslAddr, saslSSLAddr := b.Server().ListenerAddr(config.SSL), b.Server().ListenerAddr(config.SASLSSL)
+	trust := &tls.Config{RootCAs: p.pool}
+
+	want := sampleRecords(20, allShapes)
+	produceKgo(t, sslAddr, topic, want, kgo.DialTLSConfig(trust))
+	checkSame(t, "franz-go over SSL", want, readKgo(t, b.Addr(), topic, 0, len(want)))
+	ctx := ctxFor(t, time.Minute)
+	for _, l := range []struct {
+		addr string
+		opts []kgo.Opt
+	}{
+		{sslAddr, []kgo.Opt{kgo.DialTLSConfig(trust)}},
+		{saslSSLAddr, []kgo.Opt{kgo.DialTLSConfig(trust), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())}},
+	} {
+		cl := testbroker.NewClient(t, l.addr, l.opts...)
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatalf("metadata through %s: %v", l.addr, err)
+		}
+		_, port, _ := net.SplitHostPort(l.addr)
+		if len(md.Brokers) != 1 || fmt.Sprint(md.Brokers[0].Port) != port {
+			t.Errorf("metadata through %s advertises %+v", l.addr, md.Brokers)
+		}
+		recs := testbroker.ReadRange(t, l.addr, topic, map[int32]int64{0: 0}, map[int32]int64{0: int64(len(want))}, l.opts...)
+		if len(recs[0]) != len(want) {
+			t.Errorf("read %d records through %s, want %d", len(recs[0]), l.addr, len(want))
+		}
+	}
+
+	// A client that does not trust the broker's CA cannot connect.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sslAddr), kgo.DialTLSConfig(&tls.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.SeedBrokers()[0].Request(ctxFor(t, 10*time.Second), kmsg.NewPtrMetadataRequest()); err == nil {
+		t.Error("a client not trusting the CA got an answer")
+	}
+
+	// With its certificate, the client is "CN=alice,O=sluice-test": a
+	// user quota on that principal throttles it, and only it.
+	adm := newAdmin(t, b.Addr())
+	user := "CN=alice,O=sluice-test"
+	rs, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 100000}},
+	}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("user quota: %v %v", err, rs[0].Err)
+	}
+	produceUntilThrottled := func(tcfg *tls.Config, limit int) int64 {
+		h := &throttles{}
+		cl := testbroker.NewClient(t, sslAddr, kgo.DialTLSConfig(tcfg), kgo.WithHooks(h), kgo.DefaultProduceTopic(topic),
+			kgo.ProducerBatchCompression(kgo.NoCompression()))
+		value := make([]byte, 1000)
+		for sent := 0; sent < limit && h.n.Load() == 0; sent += 20 * len(value) {
+			recs := make([]*kgo.Record, 20)
+			for i := range recs {
+				recs[i] = &kgo.Record{Value: value}
+			}
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return h.n.Load()
+	}
+	if n := produceUntilThrottled(&tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{p.client}}, 4<<20); n == 0 {
+		t.Errorf("the client with %s's certificate was never throttled by that user's quota", user)
+	}
+	if n := produceUntilThrottled(trust, 2<<20); n != 0 {
+		t.Errorf("an anonymous TLS client was throttled %d times by %s's quota", n, user)
+	}
+}
+
+// TestTLSClients: confluent-kafka (librdkafka), kafka-python and kcat
+// produce and consume over SSL and over SASL_SSL with SCRAM-SHA-256,
+// trusting the test CA.
+func TestTLSClients(t *testing.T) {
+	p := newTestPKI(t)
+	b := startTLSBroker(t, p)
+	listeners := []struct{ name, sasl string }{{config.SSL, ""}, {config.SASLSSL, "SCRAM-SHA-256:admin:admin-secret"}}
+	for _, c := range pyClients {
+		t.Run(c.name, func(t *testing.T) {
+			needPythonModule(t, c.module, c.pkg)
+			for _, l := range listeners {
+				t.Run(l.name, func(t *testing.T) {
+					t.Setenv("SLUICE_TEST_TLS_CA", p.caFile)
+					t.Setenv("SLUICE_TEST_SASL", l.sasl)
+					addr := b.Server().ListenerAddr(l.name)
+					topic := topicName(t)
+					testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+					want := sampleRecords(10, allShapes)
+					c.produce(t, addr, topic, "none", want)
+					checkSame(t, c.name+" over "+l.name, want, c.consume(t, addr, topic, len(want)))
+				})
+			}
+		})
+	}
+	t.Run("kcat", func(t *testing.T) {
+		kcat := needTool(t, "kcat")
+		for _, l := range listeners {
+			t.Run(l.name, func(t *testing.T) {
+				addr := b.Server().ListenerAddr(l.name)
+				opts := []string{"-X", "security.protocol=" + l.name, "-X", "ssl.ca.location=" + p.caFile}
+				if l.sasl != "" {
+					opts = append(opts, "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=admin", "-X", "sasl.password=admin-secret")
+				}
+				topic := topicName(t)
+				testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+				run(t, []byte("k1::v1\nk2::v2\n"), 2*time.Minute, kcat, append([]string{"-P", "-b", addr, "-t", topic, "-p", "0", "-K", "::",
+					"-X", "acks=all"}, opts...)...)
+				out := run(t, nil, 2*time.Minute, kcat, append([]string{"-C", "-b", addr, "-t", topic, "-p", "0", "-o", "beginning",
+					"-c", "2", "-e", "-q", "-f", "%k=%s\n"}, opts...)...)
+				if string(out) != "k1=v1\nk2=v2\n" {
+					t.Errorf("kcat over %s read %q", l.name, out)
+				}
+			})
+		}
+	})
+}
