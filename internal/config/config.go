@@ -167,6 +167,8 @@ type Config struct {
 	SASL SASL `yaml:"sasl"`
 	// TLS configures SSL and SASL_SSL listeners.
 	TLS TLS `yaml:"tls"`
+	// Authorizer configures ACL checks.
+	Authorizer Authorizer `yaml:"authorizer"`
 	// AdminListen is the HTTP address for /metrics and admin; empty disables.
 	AdminListen string `yaml:"admin_listen"`
 	// DataDir holds the WAL, local objects and embedded metadata.

@@ -35,6 +35,19 @@ type SASL struct {
 	Users []string `yaml:"users"`
 }
 
+// Authorizer configures ACL checks (Kafka's authorizer.class.name,
+// super.users and allow.everyone.if.no.acl.found).
+type Authorizer struct {
+	// Enabled checks every request against the ACLs; off, everything is
+	// allowed and the ACL APIs answer SECURITY_DISABLED.
+	Enabled bool `yaml:"enabled"`
+	// SuperUsers are principals allowed everything, e.g. User:admin.
+	SuperUsers []string `yaml:"super_users"`
+	// AllowEveryoneIfNoACLFound allows an operation on a resource that no
+	// ACL names.
+	AllowEveryoneIfNoACLFound bool `yaml:"allow_everyone_if_no_acl_found"`
+}
+
 // Listener is one Kafka listener: a security protocol, the address it
 // binds and the address clients are told.
 type Listener struct {
@@ -130,6 +143,11 @@ func (c Config) validateSecurity() error {
 	for _, m := range c.SASL.Mechanisms {
 		if !slices.Contains(saslMechanisms, strings.ToUpper(strings.TrimSpace(m))) {
 			return bad("sasl.mechanisms", "%q is not one of %s", m, strings.Join(saslMechanisms, ", "))
+		}
+	}
+	for _, u := range c.Authorizer.SuperUsers {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return bad("authorizer.super_users", "%q is not Type:name (e.g. User:admin)", u)
 		}
 	}
 	for _, u := range c.SASL.Users {

@@ -68,7 +68,23 @@ func addPartitions(rc *reqCtx, id string, pid int64, epoch int16, verify bool, t
 		}
 	}
 	codeFor := func(tp txn.TopicPartition) int16 { return 0 }
+	deniedTopic := false
+	for _, t := range topics {
+		if !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, t.Topic) {
+			deniedTopic = true
+		}
+	}
 	switch {
+	case !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, id):
+		codeFor = func(txn.TopicPartition) int16 { return kerr.TransactionalIDAuthorizationFailed.Code }
+	case deniedTopic:
+		// As Kafka: the denied topics fail, the rest are not attempted.
+		codeFor = func(tp txn.TopicPartition) int16 {
+			if !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, tp.Topic) {
+				return kerr.TopicAuthorizationFailed.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		}
 	case unknown:
 		codeFor = func(tp txn.TopicPartition) int16 {
 			if _, err := b.Partition(tp.Topic, tp.Partition); err != nil {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/quota"
@@ -16,6 +17,7 @@ func handleAlterClientQuotas(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response
 	req := kreq.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	qs := rc.conn.srv.cfg.Quotas
+	denied := !rc.clusterAuthorized(kmsg.ACLOperationAlterConfigs)
 	for _, en := range req.Entries {
 		re := kmsg.NewAlterClientQuotasResponseEntry()
 		var entity quota.Entity
@@ -24,6 +26,11 @@ func handleAlterClientQuotas(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response
 			ec.Type, ec.Name = c.Type, c.Name
 			re.Entity = append(re.Entity, ec)
 			entity = append(entity, quota.Component{Type: c.Type, Name: c.Name})
+		}
+		if denied {
+			re.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			resp.Entries = append(resp.Entries, re)
+			continue
 		}
 		ops := make([]quota.Op, 0, len(en.Ops))
 		for _, op := range en.Ops {

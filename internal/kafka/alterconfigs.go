@@ -29,7 +29,10 @@ func handleAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			set[c.Name] = *c.Value
 		}
-		code, err := alterTopicConfigs(rc, b, int8(rr.ResourceType), rr.ResourceName, set, req.ValidateOnly)
+		code, err := rc.configAuth(int8(rr.ResourceType), rr.ResourceName, kmsg.ACLOperationAlterConfigs), error(nil)
+		if code == 0 {
+			code, err = alterTopicConfigs(rc, b, int8(rr.ResourceType), rr.ResourceName, set, req.ValidateOnly)
+		}
 		sr.ErrorCode = code
 		sr.ErrorMessage = errorMessage(err)
 		resp.Resources = append(resp.Resources, sr)

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/scram"
@@ -12,9 +13,37 @@ import (
 // user named; a user's alterations succeed or fail together.
 func init() { register(kmsg.AlterUserSCRAMCredentials, 0, 0, handleAlterUserScramCredentials) }
 
+func namesOfDeletions(ds []kmsg.AlterUserSCRAMCredentialsRequestDeletion) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Name
+	}
+	return out
+}
+
+func namesOfUpsertions(us []kmsg.AlterUserSCRAMCredentialsRequestUpsertion) []string {
+	out := make([]string, len(us))
+	for i, u := range us {
+		out[i] = u.Name
+	}
+	return out
+}
+
 func handleAlterUserScramCredentials(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationAlter) {
+		seen := map[string]bool{}
+		for _, u := range append(append([]string(nil), namesOfDeletions(req.Deletions)...), namesOfUpsertions(req.Upsertions)...) {
+			if !seen[u] {
+				seen[u] = true
+				r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				r.User, r.ErrorCode = u, kerr.ClusterAuthorizationFailed.Code
+				resp.Results = append(resp.Results, r)
+			}
+		}
+		return done(resp)
+	}
 	dels := make([]scram.Deletion, 0, len(req.Deletions))
 	for _, d := range req.Deletions {
 		dels = append(dels, scram.Deletion{User: d.Name, Mechanism: d.Mechanism})

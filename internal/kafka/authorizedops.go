@@ -1,5 +1,7 @@
 package kafka
 
+import "github.com/twmb/franz-go/pkg/kmsg"
+
 // Authorized-operations bitfields (KIP-430): bit n is ACL operation n. With
 // no authorizer every principal may do everything a resource type supports,
 // and Kafka reports exactly that when asked; unasked, it reports
@@ -18,10 +20,21 @@ const (
 	clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
 )
 
-// authorizedOps is ops if the client asked for them, else notProvided.
-func authorizedOps(asked bool, ops int32) int32 {
-	if asked {
+// authorizedOps is, if the client asked for them, those of ops (a bitfield
+// for resource type rt) the client may do to the resource named name;
+// else notProvided. Without an authorizer that is all of ops.
+func (rc *reqCtx) authorizedOps(asked bool, ops int32, rt kmsg.ACLResourceType, name string) int32 {
+	if !asked {
+		return notProvided
+	}
+	if !rc.conn.srv.cfg.Authorizer.Enabled() {
 		return ops
 	}
-	return notProvided
+	var out int32
+	for op := kmsg.ACLOperation(0); op < 32; op++ {
+		if ops&(1<<op) != 0 && rc.authorized(op, rt, name) {
+			out |= 1 << op
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -28,9 +29,12 @@ func handleConsumerGroupDescribe(rc *reqCtx, kreq kmsg.Request) func() kmsg.Resp
 	for _, d := range rc.groups().DescribeConsumerGroups(req.Groups) {
 		sg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		sg.Group = d.Group
+		if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, d.Group) {
+			d = group.ConsumerGroupDescription{Group: d.Group, Err: kerr.GroupAuthorizationFailed}
+		}
 		sg.ErrorCode = errorCode(d.Err)
 		sg.ErrorMessage = errorMessage(d.Err)
-		sg.AuthorizedOperations = authorizedOps(req.IncludeAuthorizedOperations, groupOperations)
+		sg.AuthorizedOperations = rc.authorizedOps(req.IncludeAuthorizedOperations, groupOperations, kmsg.ACLResourceTypeGroup, sg.Group)
 		if d.Err == nil {
 			sg.State = d.State
 			sg.Epoch = d.Epoch

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -17,6 +18,10 @@ func init() { register(kmsg.ConsumerGroupHeartbeat, 0, 1, handleConsumerGroupHea
 func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp)
+	}
 	r := group.ConsumerHeartbeat{
 		Version:            rc.version(),
 		Group:              req.Group,

@@ -27,6 +27,8 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response 
 		}
 		info, ok := b.Engine().Topic(rt.Topic)
 		switch {
+		case !rc.authorized(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic):
+			fail(kerr.TopicAuthorizationFailed.Code, "not authorized to alter topic "+rt.Topic)
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q appears more than once in the request", rt.Topic))
 		case !ok:

@@ -23,6 +23,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	mayCreate := rc.clusterAuthorized(kmsg.ACLOperationCreate)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -35,6 +36,10 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		if seen[rt.Topic] > 1 {
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q appears more than once in the request", rt.Topic))
+			continue
+		}
+		if !mayCreate && !rc.authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			fail(kerr.TopicAuthorizationFailed.Code, "not authorized to create topic "+rt.Topic)
 			continue
 		}
 		configs := map[string]string{}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,12 +12,24 @@ func init() { register(kmsg.DeleteGroups, 0, 2, handleDeleteGroups) }
 func handleDeleteGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	wait := rc.groups().DeleteGroups(req.Groups)
+	var allowed []string
+	for _, g := range req.Groups {
+		if rc.authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, g) {
+			allowed = append(allowed, g)
+		}
+	}
+	wait := rc.groups().DeleteGroups(allowed)
 	return func() kmsg.Response {
-		for i, err := range wait() {
+		errs := wait()
+		for _, g := range req.Groups {
 			sg := kmsg.NewDeleteGroupsResponseGroup()
-			sg.Group = req.Groups[i]
-			sg.ErrorCode = errorCode(err)
+			sg.Group = g
+			if len(allowed) > 0 && allowed[0] == g {
+				sg.ErrorCode = errorCode(errs[0])
+				allowed, errs = allowed[1:], errs[1:]
+			} else {
+				sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			}
 			resp.Groups = append(resp.Groups, sg)
 		}
 		return resp

@@ -18,6 +18,9 @@ func handleDeleteRecords(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
+			if !rc.authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				err = errTopicAuthorization
+			}
 			if err == nil {
 				var lw int64
 				if lw, err = p.DeleteRecords(rc.ctx, rp.Offset); err == nil {

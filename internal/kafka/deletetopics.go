@@ -55,6 +55,11 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !rc.authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic, name) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if info, ok := b.Engine().Topic(name); ok && info.Internal {
 			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			msg := "internal topics cannot be deleted"

@@ -14,6 +14,10 @@ func init() { register(kmsg.DescribeClientQuotas, 0, 1, handleDescribeClientQuot
 func handleDescribeClientQuotas(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationDescribeConfigs) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	filters := make([]quota.Filter, 0, len(req.Components))
 	for _, c := range req.Components {
 		f := quota.Filter{Type: c.EntityType, Match: quota.Match(c.MatchType)}

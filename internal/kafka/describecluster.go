@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"github.com/sluice-mq/sluice/internal/acl"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -31,6 +33,6 @@ func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		resp.Brokers = append(resp.Brokers, br)
 	}
-	resp.ClusterAuthorizedOperations = authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations)
+	resp.ClusterAuthorizedOperations = rc.authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 	return done(resp)
 }

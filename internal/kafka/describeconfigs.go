@@ -12,6 +12,23 @@ import (
 
 // DescribeConfigs v1-v4. v1 is the KIP-896 floor (adds sources and
 // synonyms); v3 adds types and documentation; v4+ flexible.
+// configAuth is the authorization error for op on a config resource of
+// type rt (topics are checked by name, brokers as the cluster), 0 if
+// allowed.
+func (rc *reqCtx) configAuth(rt int8, name string, op kmsg.ACLOperation) int16 {
+	switch rt {
+	case resourceTopic:
+		if !rc.authorized(op, kmsg.ACLResourceTypeTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	default:
+		if !rc.clusterAuthorized(op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
 func init() { register(kmsg.DescribeConfigs, 1, 4, handleDescribeConfigs) }
 
 const (
@@ -27,6 +44,11 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType = kmsg.ConfigResourceType(rr.ResourceType)
 		sr.ResourceName = rr.ResourceName
+		if code := rc.configAuth(int8(rr.ResourceType), rr.ResourceName, kmsg.ACLOperationDescribeConfigs); code != 0 {
+			sr.ErrorCode = code
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		want := func(name string) bool {
 			if rr.ConfigNames == nil {
 				return true

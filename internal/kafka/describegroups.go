@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,14 +13,34 @@ func init() { register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups) }
 func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	for _, d := range rc.groups().Describe(req.Groups) {
+	var allowed []string
+	denied := map[string]bool{}
+	for _, g := range req.Groups {
+		if rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g) {
+			allowed = append(allowed, g)
+		} else {
+			denied[g] = true
+		}
+	}
+	described := rc.groups().Describe(allowed)
+	for _, g := range req.Groups {
+		if denied[g] {
+			sg := kmsg.NewDescribeGroupsResponseGroup()
+			sg.Group = g
+			sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			sg.AuthorizedOperations = notProvided
+			resp.Groups = append(resp.Groups, sg)
+			continue
+		}
+		d := described[0]
+		described = described[1:]
 		sg := kmsg.NewDescribeGroupsResponseGroup()
 		sg.Group = d.Group
 		sg.ErrorCode = errorCode(d.Err)
 		sg.State = d.State
 		sg.ProtocolType = d.ProtocolType
 		sg.Protocol = d.Protocol
-		sg.AuthorizedOperations = authorizedOps(req.IncludeAuthorizedOperations, groupOperations)
+		sg.AuthorizedOperations = rc.authorizedOps(req.IncludeAuthorizedOperations, groupOperations, kmsg.ACLResourceTypeGroup, sg.Group)
 		for _, m := range d.Members {
 			sm := kmsg.NewDescribeGroupsResponseGroupMember()
 			sm.MemberID = m.MemberID

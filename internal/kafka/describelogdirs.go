@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"path/filepath"
 	"syscall"
 
@@ -17,6 +18,10 @@ func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; older clients see no directories
+		return done(resp)
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, _ = filepath.Abs(b.DataDir())
 	dir.TotalBytes, dir.UsableBytes = -1, -1

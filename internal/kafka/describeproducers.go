@@ -20,6 +20,9 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = id
 			p, err := b.Partition(rt.Topic, id)
+			if !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				err = errTopicAuthorization
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				sp.ErrorMessage = errorMessage(err)

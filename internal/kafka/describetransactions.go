@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,6 +18,9 @@ func handleDescribeTransactions(rc *reqCtx, kreq kmsg.Request) func() kmsg.Respo
 		st.TransactionalID = id
 		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 		d, err := rc.txns().Describe(id)
+		if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, id) {
+			err = kerr.TransactionalIDAuthorizationFailed
+		}
 		if err != nil {
 			st.ErrorCode = errorCode(err)
 			resp.TransactionStates = append(resp.TransactionStates, st)

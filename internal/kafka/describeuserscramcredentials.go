@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,6 +15,10 @@ func init() { register(kmsg.DescribeUserSCRAMCredentials, 0, 0, handleDescribeUs
 func handleDescribeUserScramCredentials(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	users := make([]string, 0, len(req.Users))
 	for _, u := range req.Users {
 		users = append(users, u.Name)

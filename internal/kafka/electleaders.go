@@ -83,6 +83,10 @@ func handleElectLeaders(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	unclean := req.Version >= 1 && req.ElectionType == 1
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +17,10 @@ func init() { register(kmsg.EndTxn, 0, 4, handleEndTxn) }
 func handleEndTxn(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp)
+	}
 	return func() kmsg.Response {
 		err := rc.txns().EndTxn(rc.ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit)
 		resp.ErrorCode = fencedCode(err, rc.version() >= 2)

@@ -18,9 +18,17 @@ import (
 // errorCode translates a domain error into the Kafka error code a real broker
 // returns for the same condition. This is the only place the translation
 // happens.
+// errTopicAuthorization is TOPIC_AUTHORIZATION_FAILED where a handler
+// passes errors to errorCode.
+var errTopicAuthorization = kerr.TopicAuthorizationFailed
+
 func errorCode(err error) int16 {
 	if err == nil {
 		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
 	}
 	switch {
 	case errors.Is(err, scram.ErrNotFound):

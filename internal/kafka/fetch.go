@@ -58,6 +58,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 		}
 		names = append(names, name)
+		denied := !unknownID && !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, name)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -67,6 +68,9 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			sp.LogStartOffset = -1
 			if unknownID {
 				sp.ErrorCode = kerr.UnknownTopicID.Code
+				hasError = true
+			} else if denied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				hasError = true
 			} else if p, err := b.Partition(name, rp.Partition); err != nil {
 				sp.ErrorCode = errorCode(err)

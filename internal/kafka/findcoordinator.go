@@ -48,6 +48,11 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		var msg string
 		switch req.CoordinatorType {
 		case 0:
+			if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key) {
+				c.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				msg = "not authorized to describe group " + key
+				break
+			}
 			if err := rc.groups().EnsureTopic(rc.ctx); err != nil {
 				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				msg = err.Error()
@@ -55,6 +60,11 @@ func handleFindCoordinator(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			locate(&c, group.Topic, key)
 		case 1:
+			if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+				c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				msg = "not authorized to describe transactional id " + key
+				break
+			}
 			if err := rc.txns().EnsureTopic(rc.ctx); err != nil {
 				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				msg = err.Error()

@@ -24,6 +24,10 @@ func handleIncrementalAlterConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Re
 		sr.ResourceName = rr.ResourceName
 		resp.Resources = append(resp.Resources, sr)
 		out := &resp.Resources[len(resp.Resources)-1]
+		if code := rc.configAuth(int8(rr.ResourceType), rr.ResourceName, kmsg.ACLOperationAlterConfigs); code != 0 {
+			out.ErrorCode = code
+			continue
+		}
 		// cur is the resource's current override set; lookup finds a key's
 		// definition (for broker keys, the topic config it defaults).
 		var cur map[string]string

@@ -35,6 +35,17 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return done(resp)
 	}
+	// A transactional producer needs WRITE on its transactional id; an
+	// idempotent one IDEMPOTENT_WRITE on the cluster (Kafka also accepts
+	// WRITE on any topic, which a per-resource check cannot see).
+	if req.TransactionalID != nil && !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return done(resp)
+	}
+	if req.TransactionalID == nil && !rc.clusterAuthorized(kmsg.ACLOperationIdempotentWrite) && !rc.mayWriteAnyTopic() {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	if req.TransactionalID != nil {
 		expectPID, expectEpoch := int64(-1), int16(-1)
 		if req.Version >= 3 {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -24,6 +25,10 @@ func init() { register(kmsg.JoinGroup, 0, 9, handleJoinGroup) }
 func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	if !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp.ErrorCode, resp.Generation, resp.MemberID = kerr.GroupAuthorizationFailed.Code, -1, req.MemberID
+		return done(resp)
+	}
 	r := group.JoinRequest{
 		Group:                req.Group,
 		MemberID:             req.MemberID,

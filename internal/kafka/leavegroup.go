@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -13,6 +14,10 @@ func init() { register(kmsg.LeaveGroup, 0, 5, handleLeaveGroup) }
 func handleLeaveGroup(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp)
+	}
 	var members []group.LeaveMember
 	if rc.version() < 3 {
 		members = []group.LeaveMember{{MemberID: req.MemberID}}

@@ -30,8 +30,14 @@ func handleListGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		return false
 	}
+	// DESCRIBE on the cluster lists every group; otherwise those the
+	// client may describe.
+	all := rc.clusterAuthorized(kmsg.ACLOperationDescribe)
 	for _, g := range groups {
 		if !match(req.StatesFilter, g.State) || !match(req.TypesFilter, g.Type) {
+			continue
+		}
+		if !all && !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
 			continue
 		}
 		sg := kmsg.NewListGroupsResponseGroup()

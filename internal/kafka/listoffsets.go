@@ -43,6 +43,9 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			sp.Offset = -1
 			sp.LeaderEpoch = -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
+			if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				err = errTopicAuthorization
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -38,6 +38,9 @@ func handleListTransactions(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response 
 		return done(resp)
 	}
 	for _, d := range list {
+		if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, d.ID) {
+			continue // only the transactions the client may describe
+		}
 		s := kmsg.NewListTransactionsResponseTransactionState()
 		s.TransactionalID, s.ProducerID, s.TransactionState = d.ID, d.PID, d.State.String()
 		resp.TransactionStates = append(resp.TransactionStates, s)

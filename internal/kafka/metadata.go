@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"github.com/sluice-mq/sluice/internal/acl"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -55,7 +57,7 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}
-		mt.AuthorizedOperations = authorizedOps(req.IncludeTopicAuthorizedOperations, topicOperations)
+		mt.AuthorizedOperations = rc.authorizedOps(req.IncludeTopicAuthorizedOperations, topicOperations, kmsg.ACLResourceTypeTopic, t.Name)
 		resp.Topics = append(resp.Topics, mt)
 	}
 	addErr := func(name *string, id [16]byte, err error) {
@@ -68,11 +70,15 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 
 	if req.Topics == nil || (rc.version() == 0 && len(req.Topics) == 0) {
 		// All topics (v0 uses an empty list to mean all).
+		// Topics the client may not describe are left out.
 		for _, t := range b.Engine().Topics() {
-			addTopic(t)
+			if rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+				addTopic(t)
+			}
 		}
 	} else {
 		allow := req.AllowAutoTopicCreation || rc.version() < 4
+		mayCreate := rc.clusterAuthorized(kmsg.ACLOperationCreate)
 		for _, rt := range req.Topics {
 			if rt.Topic == nil || *rt.Topic == "" {
 				if rt.TopicID == ([16]byte{}) {
@@ -87,10 +93,20 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					resp.Topics = append(resp.Topics, mt)
 					continue
 				}
+				if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, t.Name) {
+					addErr(nil, rt.TopicID, errTopicAuthorization)
+					continue
+				}
 				addTopic(t)
 				continue
 			}
-			t, created, err := b.TopicForMetadata(rc.ctx, *rt.Topic, allow)
+			if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, *rt.Topic) {
+				addErr(rt.Topic, [16]byte{}, errTopicAuthorization)
+				continue
+			}
+			// Auto-creation needs CREATE on the cluster or the topic.
+			create := allow && (mayCreate || rc.authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, *rt.Topic))
+			t, created, err := b.TopicForMetadata(rc.ctx, *rt.Topic, create)
 			switch {
 			case err != nil:
 				addErr(rt.Topic, [16]byte{}, err)
@@ -107,6 +123,6 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 		}
 	}
-	resp.AuthorizedOperations = authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations)
+	resp.AuthorizedOperations = rc.authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 	return done(resp)
 }

@@ -34,13 +34,19 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 	type slot struct{ t, p int }
 	var slots []slot
+	groupDenied := !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group)
 	for ti, rt := range req.Topics {
 		st := kmsg.NewOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
+		topicDenied := !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
+			if groupDenied {
+				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			} else if topicDenied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				epoch := int32(-1)

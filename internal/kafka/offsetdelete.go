@@ -14,6 +14,10 @@ func init() { register(kmsg.OffsetDelete, 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !rc.authorized(kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return done(resp)
+	}
 	b := rc.broker()
 	type slot struct{ t, p, i, j int }
 	var topics []group.TopicPartitions

@@ -3,6 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"slices"
 
 	"github.com/sluice-mq/sluice/internal/group"
 )
@@ -22,14 +23,32 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	co := rc.groups()
 
 	stable := rc.version() >= 7 && req.RequireStable
+	described := map[string]bool{} // topic -> may describe
+	mayDescribe := func(topic string) bool {
+		ok, seen := described[topic]
+		if !seen {
+			ok = rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic)
+			described[topic] = ok
+		}
+		return ok
+	}
 	partCode := func(o group.FetchedOffset) int16 {
+		if !mayDescribe(o.Topic) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
 		if stable && o.Unstable {
 			return kerr.UnstableOffsetCommit.Code
 		}
 		return 0
 	}
 	fetch := func(id string, topics []group.TopicPartitions) ([]group.FetchedOffset, int16) {
+		if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id) {
+			return nil, kerr.GroupAuthorizationFailed.Code
+		}
 		offs, err := co.FetchOffsets(id, topics)
+		if topics == nil { // every committed offset: only topics the client may describe
+			offs = slices.DeleteFunc(offs, func(o group.FetchedOffset) bool { return !mayDescribe(o.Topic) })
+		}
 		if err != nil {
 			// Partitions requested still get an entry carrying the error.
 			for _, t := range topics {

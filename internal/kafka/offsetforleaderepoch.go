@@ -19,6 +19,9 @@ func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Respo
 			sp.LeaderEpoch = -1
 			sp.EndOffset = -1
 			p, err := b.Partition(rt.Topic, rp.Partition)
+			if !rc.authorized(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, rt.Topic) {
+				err = errTopicAuthorization
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else if code := leaderCheck(rp.CurrentLeaderEpoch, p); code != 0 {

@@ -22,6 +22,10 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) func() kms
 	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic
@@ -50,5 +54,9 @@ func handleAlterPartitionReassignments(rc *reqCtx, kreq kmsg.Request) func() kms
 
 func handleListPartitionReassignments(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
-	return done(req.ResponseKind())
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	}
+	return done(resp)
 }

@@ -59,7 +59,9 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
 	var work []*produceWork
+	txnDenied := req.TransactionID != nil && !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
 	for ti, rt := range req.Topics {
+		topicDenied := !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
@@ -73,6 +75,10 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			switch {
 			case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case txnDenied:
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			case topicDenied:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case log.IsInternalTopic(rt.Topic):
 				// As Kafka's ReplicaManager: clients never write internal
 				// topics (the group coordinator appends to the log itself).

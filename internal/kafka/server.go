@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/acl"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/quota"
@@ -30,6 +31,9 @@ type Config struct {
 	Quotas *quota.Manager
 	// Credentials keeps SCRAM credentials (Describe/AlterUserScramCredentials).
 	Credentials *scram.Store
+	// Authorizer checks requests against ACLs and keeps them; nil or
+	// disabled allows everything (and the ACL APIs are SECURITY_DISABLED).
+	Authorizer *acl.Authorizer
 }
 
 // anonymous is the user of every client not authenticated (Kafka's

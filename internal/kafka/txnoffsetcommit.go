@@ -28,13 +28,25 @@ func handleTxnOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 	type slot struct{ t, p int }
 	var slots []slot
+	reqDenied := int16(0)
+	switch {
+	case !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, req.TransactionalID):
+		reqDenied = kerr.TransactionalIDAuthorizationFailed.Code
+	case !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, req.Group):
+		reqDenied = kerr.GroupAuthorizationFailed.Code
+	}
 	for ti, rt := range req.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
+		topicDenied := !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
+			if reqDenied != 0 {
+				sp.ErrorCode = reqDenied
+			} else if topicDenied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				epoch := int32(-1)

@@ -29,6 +29,10 @@ func init() { register(kmsg.UpdateFeatures, 0, 1, handleUpdateFeatures) }
 func handleUpdateFeatures(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.UpdateFeaturesRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return done(resp)
+	}
 	for _, u := range req.FeatureUpdates {
 		r := kmsg.NewUpdateFeaturesResponseResult()
 		r.Feature = u.Feature

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +27,25 @@ func init() { register(kmsg.WriteTxnMarkers, 1, 1, handleWriteTxnMarkers) }
 func handleWriteTxnMarkers(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	if !rc.clusterAuthorized(kmsg.ACLOperationClusterAction) {
+		// Only brokers write markers (Kafka: CLUSTER_ACTION on the cluster).
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return done(resp)
+	}
 	return func() kmsg.Response {
 		// Partitions are independent; their appends share group commits
 		// when they run at once.

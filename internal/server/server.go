@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/internal/acl"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
@@ -293,8 +294,13 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		return nil, err
 	}
 
+	authz := acl.New(acl.Config{Enabled: cfg.Authorizer.Enabled, SuperUsers: cfg.Authorizer.SuperUsers,
+		AllowIfNoACL: cfg.Authorizer.AllowEveryoneIfNoACLFound}, md, logger.With("component", "acl"))
 	creds := scram.New(md)
 	listeners, err := kafkaListeners(ctx, cfg, lspecs, creds)
+	if err == nil {
+		err = authz.Load(ctx)
+	}
 	if err != nil {
 		txns.Close()
 		groups.Close()
@@ -307,7 +313,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
 		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: creds}, b, groups, txns, logger.With("component", "kafka"), reg)
+	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: creds, Authorizer: authz}, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
 			err := s.kafka.ServeListener(ctx, l, listeners[i])
@@ -322,6 +328,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		var wg sync.WaitGroup
 		wg.Go(func() { b.WatchDynamic(ctx) })
 		wg.Go(func() { quotas.Watch(ctx) })
+		wg.Go(func() { authz.Watch(ctx) })
 		if c, ok := md.(historyCompactor); ok && cfg.Etcd.CompactionInterval > 0 {
 			wg.Go(func() { c.Compact(ctx, cfg.Etcd.CompactionInterval, logger.With("component", "meta")) })
 		}

@@ -1,0 +1,161 @@
+package acl
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/meta/embedded"
+)
+
+func newAuth(t *testing.T, cfg Config) (*Authorizer, *embedded.Store) {
+	t.Helper()
+	md, err := embedded.Open(filepath.Join(t.TempDir(), "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { md.Close() })
+	a := New(cfg, md, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return a, md
+}
+
+func allow(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, who string, op kmsg.ACLOperation) Binding {
+	return Binding{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: who, Host: "*", Operation: op, Permission: kmsg.ACLPermissionTypeAllow}
+}
+
+const (
+	topic   = kmsg.ACLResourceTypeTopic
+	literal = kmsg.ACLResourcePatternTypeLiteral
+	prefix  = kmsg.ACLResourcePatternTypePrefixed
+)
+
+func TestAuthorized(t *testing.T) {
+	ctx := context.Background()
+	a, md := newAuth(t, Config{Enabled: true, SuperUsers: []string{"User:root"}})
+	deny := allow(topic, "orders-secret", literal, "User:alice", kmsg.ACLOperationRead)
+	deny.Permission = kmsg.ACLPermissionTypeDeny
+	for i, err := range a.Create(ctx, []Binding{
+		allow(topic, "orders", prefix, "User:alice", kmsg.ACLOperationRead),
+		allow(topic, "public", literal, "User:*", kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeGroup, "*", literal, "User:alice", kmsg.ACLOperationAll),
+		deny,
+	}) {
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	for _, c := range []struct {
+		who  string
+		op   kmsg.ACLOperation
+		rt   kmsg.ACLResourceType
+		name string
+		want bool
+	}{
+		{"User:alice", kmsg.ACLOperationRead, topic, "orders-eu", true},
+		{"User:alice", kmsg.ACLOperationDescribe, topic, "orders-eu", true}, // implied by READ
+		{"User:alice", kmsg.ACLOperationWrite, topic, "orders-eu", false},
+		{"User:alice", kmsg.ACLOperationRead, topic, "orders-secret", false},    // DENY wins
+		{"User:alice", kmsg.ACLOperationDescribe, topic, "orders-secret", true}, // DENY of READ is not of DESCRIBE
+		{"User:bob", kmsg.ACLOperationRead, topic, "orders-eu", false},
+		{"User:bob", kmsg.ACLOperationWrite, topic, "public", true}, // User:*
+		{"User:bob", kmsg.ACLOperationWrite, topic, "unnamed", false},
+		{"User:alice", kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, "g1", true}, // ALL, "*"
+		{"User:root", kmsg.ACLOperationAlter, kmsg.ACLResourceTypeCluster, ClusterName, true},
+	} {
+		if got := a.Authorized(c.who, "10.0.0.1", c.op, c.rt, c.name); got != c.want {
+			t.Errorf("%s %s %s %q = %v, want %v", c.who, c.op, c.rt, c.name, got, c.want)
+		}
+	}
+
+	// allow_everyone_if_no_acl_found only opens resources nobody named.
+	open := New(Config{Enabled: true, AllowIfNoACL: true}, md, a.logger)
+	if err := open.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !open.Authorized("User:bob", "h", kmsg.ACLOperationWrite, topic, "unnamed") || open.Authorized("User:bob", "h", kmsg.ACLOperationRead, topic, "orders-eu") {
+		t.Error("allow_everyone_if_no_acl_found")
+	}
+	off := New(Config{}, md, a.logger)
+	if !off.Authorized("User:bob", "h", kmsg.ACLOperationRead, topic, "orders-secret") {
+		t.Error("a disabled authorizer refused")
+	}
+}
+
+func TestDescribeDeleteFilters(t *testing.T) {
+	ctx := context.Background()
+	a, md := newAuth(t, Config{Enabled: true})
+	bs := []Binding{
+		allow(topic, "orders", prefix, "User:alice", kmsg.ACLOperationRead),
+		allow(topic, "orders-eu", literal, "User:bob", kmsg.ACLOperationWrite),
+		allow(topic, "*", literal, "User:carol", kmsg.ACLOperationDescribe),
+		allow(kmsg.ACLResourceTypeGroup, "g", literal, "User:alice", kmsg.ACLOperationRead),
+	}
+	a.Create(ctx, append(bs, bs[0])) // the same binding twice is stored once
+	name := "orders-eu"
+	any := Filter{ResourceType: kmsg.ACLResourceTypeAny, PatternType: kmsg.ACLResourcePatternTypeAny, Operation: kmsg.ACLOperationAny, Permission: kmsg.ACLPermissionTypeAny}
+	count := func(f Filter) int {
+		got, err := a.Describe(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if n := count(any); n != 4 {
+		t.Errorf("all: %d", n)
+	}
+	m := any
+	m.ResourceType, m.ResourceName, m.PatternType = topic, &name, kmsg.ACLResourcePatternTypeMatch
+	if n := count(m); n != 3 { // prefix orders, literal orders-eu, literal *
+		t.Errorf("MATCH orders-eu: %d", n)
+	}
+	l := any
+	l.ResourceName, l.PatternType = &name, literal
+	if n := count(l); n != 1 {
+		t.Errorf("LITERAL orders-eu: %d", n)
+	}
+	if _, err := a.Describe(Filter{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("UNKNOWN filter: %v", err)
+	}
+
+	// Another authorizer over the same store (another broker) sees them.
+	b := New(Config{Enabled: true}, md, a.logger)
+	if err := b.Load(ctx); err != nil || len(b.bindings) != 4 {
+		t.Fatalf("second authorizer: %d bindings, %v", len(b.bindings), err)
+	}
+	alice := "User:alice"
+	d := any
+	d.Principal = &alice
+	deleted, errs := a.Delete(ctx, []Filter{d})
+	if errs[0] != nil || len(deleted[0]) != 2 || count(any) != 2 {
+		t.Errorf("delete alice's: %v %v, left %d", deleted, errs, count(any))
+	}
+}
+
+func TestCreateRefusals(t *testing.T) {
+	a, _ := newAuth(t, Config{Enabled: true})
+	good := allow(topic, "t", literal, "User:a", kmsg.ACLOperationRead)
+	for _, mod := range []func(*Binding){
+		func(b *Binding) { b.ResourceType = kmsg.ACLResourceTypeAny },
+		func(b *Binding) { b.PatternType = kmsg.ACLResourcePatternTypeMatch },
+		func(b *Binding) { b.ResourceName = "" },
+		func(b *Binding) { b.ResourceType, b.ResourceName = kmsg.ACLResourceTypeCluster, "other" },
+		func(b *Binding) { b.Operation = kmsg.ACLOperationAny },
+		func(b *Binding) { b.Permission = kmsg.ACLPermissionTypeAny },
+		func(b *Binding) { b.Principal = "alice" },
+		func(b *Binding) { b.Host = "" },
+	} {
+		b := good
+		mod(&b)
+		if err := a.Create(context.Background(), []Binding{b})[0]; !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v", b, err)
+		}
+	}
+}
