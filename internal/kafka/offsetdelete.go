@@ -27,10 +27,13 @@ func handleOffsetDelete(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		st.Topic = rt.Topic
 		var tps group.TopicPartitions
 		tps.Topic = rt.Topic
+		denied := !rc.authorized(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, rt.Topic)
 		for pi, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
+			if denied {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if _, err := b.Partition(rt.Topic, rp.Partition); err != nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				slots = append(slots, slot{ti, pi, len(topics), len(tps.Partitions)})
