@@ -90,7 +90,7 @@ func ReadAll(t testing.TB, addr, topic string, opts ...kgo.Opt) map[int32][]*kgo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := newClient(t, addr)
+	cl := newClient(t, addr, opts...) // opts may carry SASL or TLS
 	defer cl.Close()
 	start, end, err := Offsets(ctx, kadm.NewClient(cl), topic)
 	if err != nil {

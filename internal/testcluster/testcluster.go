@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,10 @@ type Options struct {
 	// ExtraArgs are appended to every broker's serve flags; a flag given
 	// here overrides the harness's value for it.
 	ExtraArgs []string
+	// SASLUsers, when set, gives every broker a second listener,
+	// SASL_PLAINTEXT on a fixed port (SASLAddr), with these name:password
+	// users.
+	SASLUsers []string
 }
 
 // Cluster is a running etcd, S3 server and brokers. Its methods are for
@@ -48,6 +53,7 @@ type Cluster struct {
 	s3      *s3test.Server
 	brokers []*testbroker.Proc
 	admin   []string // admin HTTP address of each broker
+	sasl    []string // SASL_PLAINTEXT address of each broker (Options.SASLUsers)
 }
 
 // Start starts etcd, the S3 server (bucket created) and opts.Brokers
@@ -147,9 +153,17 @@ func (c *Cluster) AddBroker() int {
 	// Fixed ports, so a restarted broker is where clients last saw it, as
 	// in a real deployment (the flag overrides testbroker's :0).
 	admin := freeAddr(c.t)
-	args := brokerArgs(i, freeAddr(c.t), admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
+	listen := freeAddr(c.t)
+	args := brokerArgs(i, listen, admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
+	saslAddr := ""
+	if len(c.opts.SASLUsers) > 0 {
+		saslAddr = freeAddr(c.t)
+		args = append(args, "--listeners", "PLAINTEXT://"+listen+",SASL_PLAINTEXT://"+saslAddr,
+			"--sasl-users", strings.Join(c.opts.SASLUsers, ","))
+	}
 	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
 	c.admin = append(c.admin, admin)
+	c.sasl = append(c.sasl, saslAddr)
 	return i
 }
 
@@ -159,6 +173,14 @@ func (c *Cluster) AdminAddr(i int) string {
 	c.t.Helper()
 	c.Broker(i)
 	return c.admin[i]
+}
+
+// SASLAddr is broker i's SASL_PLAINTEXT address ("" without
+// Options.SASLUsers), fixed across restarts.
+func (c *Cluster) SASLAddr(i int) string {
+	c.t.Helper()
+	c.Broker(i)
+	return c.sasl[i]
 }
 
 // Etcd is the cluster's etcd, for tests that stop or restart it.
