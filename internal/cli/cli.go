@@ -41,6 +41,7 @@ func Commands() []*cobra.Command {
 	for _, c := range cmds {
 		c.PersistentFlags().StringP(brokersFlag, "b", DefaultBrokers,
 			"comma-separated seed brokers (env "+BrokersEnv+" when the flag is not set)")
+		addSecurityFlags(c)
 	}
 	return cmds
 }
@@ -83,6 +84,11 @@ func newClient(cmd *cobra.Command, extra ...kgo.Opt) (*kgo.Client, error) {
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RetryTimeout(15 * time.Second),
 	}
+	sec, err := securityOpts(cmd)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("creating client for %s: %w", strings.Join(seeds, ","), err)

@@ -1,18 +1,9 @@
 package compat
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,70 +16,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
-// testPKI is a CA with a server certificate for 127.0.0.1/localhost and a
-// client certificate, written as PEM files.
-type testPKI struct {
-	caFile, certFile, keyFile, clientCert, clientKey string
-	pool                                             *x509.CertPool
-	client                                           tls.Certificate
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	p := &testPKI{caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "server.pem"),
-		keyFile: filepath.Join(dir, "server-key.pem"), clientCert: filepath.Join(dir, "client.pem"),
-		clientKey: filepath.Join(dir, "client-key.pem")}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p.pool = x509.NewCertPool()
-	p.pool.AddCert(ca)
-	writePEM(t, p.caFile, "CERTIFICATE", caDER)
-	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, certFile, keyFile string) tls.Certificate {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: subject,
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalECPrivateKey(key)
-		writePEM(t, certFile, "CERTIFICATE", der)
-		writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-		c, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	issue(2, pkix.Name{CommonName: "localhost"}, x509.ExtKeyUsageServerAuth, p.certFile, p.keyFile)
-	p.client = issue(3, pkix.Name{CommonName: "alice", Organization: []string{"sluice-test"}}, x509.ExtKeyUsageClientAuth, p.clientCert, p.clientKey)
-	return p
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // startTLSBroker starts a broker with PLAINTEXT, SSL and SASL_SSL
 // listeners, client certificates requested, and the user admin.
-func startTLSBroker(t *testing.T, p *testPKI) *testbroker.Broker {
+func startTLSBroker(t *testing.T, p *testbroker.PKI) *testbroker.Broker {
 	t.Helper()
 	return startBroker(t, testbroker.WithConfig(func(c *config.Config) {
 		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"}
-		c.TLS = config.TLS{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.caFile, ClientAuth: "requested"}
+		c.TLS = config.TLS{CertFile: p.CertFile, KeyFile: p.KeyFile, ClientCAFile: p.CAFile, ClientAuth: "requested"}
 		c.SASL.Users = []string{"admin:admin-secret"}
 	}))
 }
@@ -98,12 +32,12 @@ func startTLSBroker(t *testing.T, p *testPKI) *testbroker.Broker {
 // the CA gets nothing; with a client certificate the principal is its
 // subject, which user quotas then apply to.
 func TestTLS(t *testing.T) {
-	p := newTestPKI(t)
+	p := testbroker.NewPKI(t)
 	b := startTLSBroker(t, p)
 	topic := topicName(t)
 	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
 	sslAddr, saslSSLAddr := b.Server().ListenerAddr(config.SSL), b.Server().ListenerAddr(config.SASLSSL)
-	trust := &tls.Config{RootCAs: p.pool}
+	trust := &tls.Config{RootCAs: p.Pool}
 
 	want := sampleRecords(20, allShapes)
 	produceKgo(t, sslAddr, topic, want, kgo.DialTLSConfig(trust))
@@ -168,7 +102,7 @@ func TestTLS(t *testing.T) {
 		}
 		return h.n.Load()
 	}
-	if n := produceUntilThrottled(&tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{p.client}}, 4<<20); n == 0 {
+	if n := produceUntilThrottled(&tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{p.Client}}, 4<<20); n == 0 {
 		t.Errorf("the client with %s's certificate was never throttled by that user's quota", user)
 	}
 	if n := produceUntilThrottled(trust, 2<<20); n != 0 {
@@ -180,7 +114,7 @@ func TestTLS(t *testing.T) {
 // produce and consume over SSL and over SASL_SSL with SCRAM-SHA-256,
 // trusting the test CA.
 func TestTLSClients(t *testing.T) {
-	p := newTestPKI(t)
+	p := testbroker.NewPKI(t)
 	b := startTLSBroker(t, p)
 	listeners := []struct{ name, sasl string }{{config.SSL, ""}, {config.SASLSSL, "SCRAM-SHA-256:admin:admin-secret"}}
 	for _, c := range pyClients {
@@ -188,7 +122,7 @@ func TestTLSClients(t *testing.T) {
 			needPythonModule(t, c.module, c.pkg)
 			for _, l := range listeners {
 				t.Run(l.name, func(t *testing.T) {
-					t.Setenv("SLUICE_TEST_TLS_CA", p.caFile)
+					t.Setenv("SLUICE_TEST_TLS_CA", p.CAFile)
 					t.Setenv("SLUICE_TEST_SASL", l.sasl)
 					addr := b.Server().ListenerAddr(l.name)
 					topic := topicName(t)
@@ -205,7 +139,7 @@ func TestTLSClients(t *testing.T) {
 		for _, l := range listeners {
 			t.Run(l.name, func(t *testing.T) {
 				addr := b.Server().ListenerAddr(l.name)
-				opts := []string{"-X", "security.protocol=" + l.name, "-X", "ssl.ca.location=" + p.caFile}
+				opts := []string{"-X", "security.protocol=" + l.name, "-X", "ssl.ca.location=" + p.CAFile}
 				if l.sasl != "" {
 					opts = append(opts, "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", "sasl.username=admin", "-X", "sasl.password=admin-secret")
 				}
