@@ -101,18 +101,23 @@ func handleDescribeACLs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	return done(resp)
 }
 
+// aclAlterRefusal is why CreateAcls or DeleteAcls is refused: no
+// authorizer, or no ALTER on the cluster; 0 when it may go on.
+func (rc *reqCtx) aclAlterRefusal() (int16, *string) {
+	switch {
+	case !rc.conn.srv.cfg.Authorizer.Enabled():
+		return kerr.SecurityDisabled.Code, &noAuthorizer
+	case !rc.clusterAuthorized(kmsg.ACLOperationAlter):
+		return kerr.ClusterAuthorizationFailed.Code, nil
+	}
+	return 0, nil
+}
+
 func handleCreateACLs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	a := rc.conn.srv.cfg.Authorizer
-	code, msg := int16(0), (*string)(nil)
-	switch {
-	case !a.Enabled():
-		code, msg = kerr.SecurityDisabled.Code, &noAuthorizer
-	case !rc.clusterAuthorized(kmsg.ACLOperationAlter):
-		code = kerr.ClusterAuthorizationFailed.Code
-	}
-	if code != 0 {
+	if code, msg := rc.aclAlterRefusal(); code != 0 {
 		for range req.Creations {
 			r := kmsg.NewCreateACLsResponseResult()
 			r.ErrorCode, r.ErrorMessage = code, msg
@@ -137,14 +142,7 @@ func handleDeleteACLs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DeleteACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	a := rc.conn.srv.cfg.Authorizer
-	code, msg := int16(0), (*string)(nil)
-	switch {
-	case !a.Enabled():
-		code, msg = kerr.SecurityDisabled.Code, &noAuthorizer
-	case !rc.clusterAuthorized(kmsg.ACLOperationAlter):
-		code = kerr.ClusterAuthorizationFailed.Code
-	}
-	if code != 0 {
+	if code, msg := rc.aclAlterRefusal(); code != 0 {
 		for range req.Filters {
 			r := kmsg.NewDeleteACLsResponseResult()
 			r.ErrorCode, r.ErrorMessage = code, msg

@@ -27,6 +27,27 @@ func (h *throttles) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, afte
 	}
 }
 
+// produceUntilThrottled produces 1 kB records to topic in batches of 20
+// until the broker throttles the client or limit bytes are sent, and
+// returns the throttles seen. opts pick the client (id, TLS, SASL).
+func produceUntilThrottled(t *testing.T, ctx context.Context, addr, topic string, limit int, opts ...kgo.Opt) *throttles {
+	t.Helper()
+	h := &throttles{}
+	cl := testbroker.NewClient(t, addr, append([]kgo.Opt{kgo.WithHooks(h), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
+	value := make([]byte, 1000)
+	for sent := 0; sent < limit && h.n.Load() == 0; sent += 20 * len(value) {
+		recs := make([]*kgo.Record, 20)
+		for i := range recs {
+			recs[i] = &kgo.Record{Value: value}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
 // TestClientQuotas: quotas set with AlterClientQuotas (franz-go and
 // kafka-go) are described back, refused keys get INVALID_REQUEST, and a
 // client over its producer_byte_rate or consumer_byte_rate is throttled
@@ -86,20 +107,7 @@ func TestClientQuotas(t *testing.T) {
 
 	produceUntilThrottled := func(client string, limit int) *throttles {
 		t.Helper()
-		h := &throttles{}
-		cl := testbroker.NewClient(t, b.Addr(), kgo.ClientID(client), kgo.WithHooks(h), kgo.DefaultProduceTopic(topic),
-			kgo.ProducerBatchCompression(kgo.NoCompression()))
-		value := make([]byte, 1000)
-		for sent := 0; sent < limit && h.n.Load() == 0; sent += 20 * len(value) {
-			recs := make([]*kgo.Record, 20)
-			for i := range recs {
-				recs[i] = &kgo.Record{Value: value}
-			}
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return h
+		return produceUntilThrottled(t, ctx, b.Addr(), topic, limit, kgo.ClientID(client))
 	}
 	if h := produceUntilThrottled("throttled-producer", 4<<20); h.n.Load() == 0 {
 		t.Error("a producer over its producer_byte_rate was never throttled")

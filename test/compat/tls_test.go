@@ -86,26 +86,13 @@ func TestTLS(t *testing.T) {
 	if err != nil || rs[0].Err != nil {
 		t.Fatalf("user quota: %v %v", err, rs[0].Err)
 	}
-	produceUntilThrottled := func(tcfg *tls.Config, limit int) int64 {
-		h := &throttles{}
-		cl := testbroker.NewClient(t, sslAddr, kgo.DialTLSConfig(tcfg), kgo.WithHooks(h), kgo.DefaultProduceTopic(topic),
-			kgo.ProducerBatchCompression(kgo.NoCompression()))
-		value := make([]byte, 1000)
-		for sent := 0; sent < limit && h.n.Load() == 0; sent += 20 * len(value) {
-			recs := make([]*kgo.Record, 20)
-			for i := range recs {
-				recs[i] = &kgo.Record{Value: value}
-			}
-			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return h.n.Load()
+	throttled := func(tcfg *tls.Config, limit int) int64 {
+		return produceUntilThrottled(t, ctx, sslAddr, topic, limit, kgo.DialTLSConfig(tcfg)).n.Load()
 	}
-	if n := produceUntilThrottled(&tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{p.Client}}, 4<<20); n == 0 {
+	if n := throttled(&tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{p.Client}}, 4<<20); n == 0 {
 		t.Errorf("the client with %s's certificate was never throttled by that user's quota", user)
 	}
-	if n := produceUntilThrottled(trust, 2<<20); n != 0 {
+	if n := throttled(trust, 2<<20); n != 0 {
 		t.Errorf("an anonymous TLS client was throttled %d times by %s's quota", n, user)
 	}
 }
