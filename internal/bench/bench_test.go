@@ -76,6 +76,13 @@ func checkReport(t *testing.T, cfg Config, r *Report) {
 		t.Errorf("rates not positive: %+v %+v", p, c)
 	}
 	checkLatency(t, "latency", p.Latency, p.Records)
+	// Every Produce request's round trip is timed, and each carries at
+	// least one record.
+	if p.Requests == nil || p.Requests.Count < 1 || p.Requests.Count > p.Records {
+		t.Errorf("request round trips: %+v for %d records", p.Requests, p.Records)
+	} else {
+		checkLatency(t, "requests", *p.Requests, p.Requests.Count)
+	}
 	if (cfg.RateMBps > 0) != (p.Intended != nil) {
 		t.Errorf("intended latency present = %t with --rate %v", p.Intended != nil, cfg.RateMBps)
 	}

@@ -42,6 +42,17 @@ func producerOpts(cfg Config, brokers []string, topic string) ([]kgo.Opt, error)
 	return opts, nil
 }
 
+// requestHook records the round trip of every Produce request a client
+// writes (franz-go's OnBrokerE2E: from the start of the write to the end
+// of reading the response), the broker's share of record latency.
+type requestHook struct{ h *Histogram }
+
+func (r requestHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key == 0 && e.Err() == nil { // Produce
+		r.h.Record(e.DurationE2E())
+	}
+}
+
 // produceTally collects promise outcomes from every producer.
 type produceTally struct {
 	ok, failed, bytes atomic.Int64
@@ -62,6 +73,8 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 		return ProduceStats{}, err
 	}
 	clients := make([]*kgo.Client, cfg.Producers)
+	requests := NewHistogram()
+	opts = append(opts, kgo.WithHooks(requestHook{requests}))
 	for i := range clients {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -116,6 +129,10 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 		Bytes:   tally.bytes.Load(),
 		Elapsed: elapsed,
 		Latency: all.Summary(),
+	}
+	if requests.Count() > 0 {
+		r := requests.Summary()
+		st.Requests = &r
 	}
 	if tally.firstErr != nil {
 		st.FirstError = tally.firstErr.Error()

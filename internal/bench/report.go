@@ -48,6 +48,10 @@ type ProduceStats struct {
 	MBPerSec      float64       `json:"mb_per_sec"`
 	Latency       Latency       `json:"latency"`            // from Produce call to promise
 	Intended      *Latency      `json:"intended,omitempty"` // with --rate: from scheduled send time to promise
+	// Requests is the round trip of each Produce request (write to
+	// response read): what the broker adds, without the time records
+	// wait in the client for a request to carry them.
+	Requests *Latency `json:"requests,omitempty"`
 }
 
 // ConsumeStats is the consume phase: from creating the consumer to reading
@@ -161,6 +165,9 @@ func (r *Report) writeText(b *strings.Builder) {
 	writeLatency(b, "latency  ", p.Latency)
 	if p.Intended != nil {
 		writeLatency(b, "intended ", *p.Intended)
+	}
+	if p.Requests != nil {
+		writeLatency(b, "requests ", *p.Requests)
 	}
 	c := r.Consume
 	fmt.Fprintf(b, "  consume   %d records in %v: %.0f rec/s, %.2f MB/s\n",
