@@ -24,7 +24,7 @@ import (
 // startSASLBroker starts a broker with a PLAINTEXT and a SASL_PLAINTEXT
 // listener and the bootstrap user admin/admin-secret; it returns the
 // broker and the SASL listener's address.
-func startSASLBroker(t *testing.T) (*testbroker.Broker, string) {
+func startSASLBroker(t testing.TB) (*testbroker.Broker, string) {
 	t.Helper()
 	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
 		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
@@ -149,7 +149,7 @@ func TestSASL(t *testing.T) {
 }
 
 // rawFrame writes one size-prefixed frame and reads one back.
-func rawFrame(t *testing.T, c net.Conn, out []byte) ([]byte, error) {
+func rawFrame(t testing.TB, c net.Conn, out []byte) ([]byte, error) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(binary.BigEndian.AppendUint32(nil, uint32(len(out)))); err != nil {
@@ -264,4 +264,53 @@ func TestSASLStates(t *testing.T) {
 	ar := kmsg.NewPtrSASLAuthenticateRequest()
 	ar.SetVersion(2)
 	wantCode(t, "authenticate on PLAINTEXT", request[*kmsg.SASLAuthenticateResponse](t, br, ar).ErrorCode, kerr.IllegalSaslState)
+}
+
+// FuzzSASLListener sends arbitrary bytes to a SASL_PLAINTEXT listener
+// before authentication (the broker runs in this process, so a panic in
+// its connection handling fails the fuzz run), then checks that the
+// listener still logs a client in.
+func FuzzSASLListener(f *testing.F) {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(0)
+	hs.Mechanism = "PLAIN"
+	v0 := requestFrame(hs)
+	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(v0))), v0...))
+	hs.SetVersion(1)
+	hs.Mechanism = "SCRAM-SHA-256"
+	v1 := requestFrame(hs)
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.SetVersion(2)
+	au.SASLAuthBytes = []byte("n,,n=admin,r=nonce")
+	v2 := requestFrame(au)
+	seq := append(binary.BigEndian.AppendUint32(nil, uint32(len(v1))), v1...)
+	seq = append(append(seq, binary.BigEndian.AppendUint32(nil, uint32(len(v2)))...), v2...)
+	f.Add(seq)
+	f.Add([]byte{0, 0, 0, 4, 0, 17, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	_, addr := startSASLBroker(f)
+	login := func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if in, err := rawFrame(t, c, v0); err != nil || len(in) < 6 || in[4] != 0 || in[5] != 0 {
+			t.Fatalf("v0 handshake after the fuzz input: %x %v", in, err)
+		}
+		if reply, err := rawFrame(t, c, []byte("\x00admin\x00admin-secret")); err != nil || len(reply) != 0 {
+			t.Fatalf("login after the fuzz input: %q %v", reply, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		c.Write(in)
+		io.Copy(io.Discard, c)
+		c.Close()
+		login(t)
+	})
 }
