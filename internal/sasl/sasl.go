@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/scram"
 )
@@ -29,8 +30,13 @@ const (
 )
 
 // Supported lists every mechanism this package implements, in the order
-// SaslHandshake reports them by default.
-var Supported = []string{ScramSHA512, ScramSHA256, Plain}
+// SaslHandshake reports them.
+var Supported = []string{ScramSHA512, ScramSHA256, Plain, OAuthBearer}
+
+// Default is what a listener offers when the config names no mechanism:
+// every mechanism checked against stored credentials (not OAUTHBEARER,
+// whose unsecured tokens anyone can write).
+var Default = []string{ScramSHA512, ScramSHA256, Plain}
 
 // Errors. ErrUnsupportedMechanism is Kafka's UNSUPPORTED_SASL_MECHANISM;
 // ErrAuthentication is SASL_AUTHENTICATION_FAILED.
@@ -52,10 +58,10 @@ type Authenticator struct {
 	creds Credentials
 }
 
-// New returns an Authenticator offering mechs (Supported when empty).
+// New returns an Authenticator offering mechs (Default when empty).
 func New(mechs []string, creds Credentials) (*Authenticator, error) {
 	if len(mechs) == 0 {
-		mechs = Supported
+		mechs = Default
 	}
 	var out []string
 	for _, m := range mechs {
@@ -94,6 +100,8 @@ func (a *Authenticator) Start(mech string) (*Session, error) {
 		s.step = a.scramStep(s, scram.SHA256)
 	case ScramSHA512:
 		s.step = a.scramStep(s, scram.SHA512)
+	case OAuthBearer:
+		s.step = a.oauthStep(s, time.Now)
 	}
 	return s, nil
 }

@@ -2,9 +2,14 @@ package sasl
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	xscram "github.com/xdg-go/scram"
 
@@ -129,8 +134,11 @@ func TestMechanisms(t *testing.T) {
 	if _, err := a.Start("GSSAPI"); !errors.Is(err, ErrUnsupportedMechanism) {
 		t.Fatalf("Start(GSSAPI) err %v", err)
 	}
-	if _, err := New([]string{"OAUTHBEARER"}, nil); !errors.Is(err, ErrUnsupportedMechanism) {
-		t.Fatalf("New(OAUTHBEARER) err %v", err)
+	if _, err := New([]string{"GSSAPI"}, nil); !errors.Is(err, ErrUnsupportedMechanism) {
+		t.Fatalf("New(GSSAPI) err %v", err)
+	}
+	if d, _ := New(nil, nil); slices.Contains(d.Mechanisms(), OAuthBearer) {
+		t.Fatal("OAUTHBEARER offered without being named")
 	}
 }
 
@@ -138,7 +146,7 @@ func TestMechanisms(t *testing.T) {
 // must be refused or accepted, never crash, and only the right password
 // may authenticate.
 func FuzzSession(f *testing.F) {
-	a := newAuth(f)
+	a := newAuth(f, Supported...)
 	f.Add(0, []byte("\x00alice\x00s3cret"), []byte(nil))
 	f.Add(1, []byte("n,,n=alice,r=abcdef"), []byte("c=biws,r=abcdef,p=AAAA"))
 	f.Add(2, []byte("n,a=x,n=al=2Cice,r=r"), []byte("c=,r=,p="))
@@ -152,14 +160,64 @@ func FuzzSession(f *testing.F) {
 		ctx := context.Background()
 		_, done, err := s.Step(ctx, first)
 		if err != nil || done {
-			if done && (m != Plain || s.User() != "alice") {
+			switch {
+			case !done:
+			case m == OAuthBearer:
+				// Any well-formed unsecured token passes; its subject
+				// must be the user.
+				if sub, err := parseOAuthBearer(first, time.Now()); err != nil || sub != s.User() {
+					t.Fatalf("OAUTHBEARER authenticated %q from %q (%q, %v)", s.User(), first, sub, err)
+				}
+			case m != Plain || s.User() != "alice":
 				t.Fatalf("%s authenticated %q from %q", m, s.User(), first)
 			}
 			return
 		}
 		_, done, _ = s.Step(ctx, second)
-		if done {
+		if done && m != OAuthBearer {
 			t.Fatalf("%s authenticated %q from forged messages %q, %q", m, s.User(), first, second)
 		}
 	})
+}
+
+// oauthToken is an unsecured JWS with claims, as kgo's tests write them.
+func oauthToken(alg, claims, sig string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"`+alg+`"}`)) + "." + enc([]byte(claims)) + "." + sig
+}
+
+func oauthMessage(gs2, token string) []byte {
+	return []byte(gs2 + "\x01auth=Bearer " + token + "\x01\x01")
+}
+
+func TestOAuthBearer(t *testing.T) {
+	a := newAuth(t, OAuthBearer)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).Unix()
+	good := oauthToken("none", fmt.Sprintf(`{"sub":"admin","exp":%d}`, exp), "")
+	s, _ := a.Start(OAuthBearer)
+	if reply, done, err := s.Step(ctx, oauthMessage("n,,", good)); err != nil || !done || len(reply) != 0 || s.User() != "admin" {
+		t.Fatalf("good token: %q %v %v user %q", reply, done, err, s.User())
+	}
+	for name, msg := range map[string][]byte{
+		"expired":        oauthMessage("n,,", oauthToken("none", fmt.Sprintf(`{"sub":"admin","exp":%d}`, time.Now().Add(-time.Minute).Unix()), "")),
+		"no exp":         oauthMessage("n,,", oauthToken("none", `{"sub":"admin"}`, "")),
+		"no sub":         oauthMessage("n,,", oauthToken("none", fmt.Sprintf(`{"exp":%d}`, exp), "")),
+		"signed":         oauthMessage("n,,", oauthToken("HS256", fmt.Sprintf(`{"sub":"admin","exp":%d}`, exp), "c2ln")),
+		"future iat":     oauthMessage("n,,", oauthToken("none", fmt.Sprintf(`{"sub":"admin","exp":%d,"iat":%d}`, exp, exp), "")),
+		"other authzid":  oauthMessage("n,a=root,", good),
+		"not bearer":     []byte("n,,\x01auth=Basic abc\x01\x01"),
+		"no terminators": []byte("n,,\x01auth=Bearer " + good),
+	} {
+		s, _ := a.Start(OAuthBearer)
+		reply, done, err := s.Step(ctx, msg)
+		if err != nil || done || string(reply) != oauthInvalidToken {
+			t.Errorf("%s: first step %q %v %v, want the invalid_token challenge", name, reply, done, err)
+			continue
+		}
+		_, done, err = s.Step(ctx, []byte{1})
+		if done || !errors.Is(err, ErrAuthentication) || !strings.Contains(err.Error(), "invalid_token") {
+			t.Errorf("%s: after %%x01: %v %v", name, done, err)
+		}
+	}
 }

@@ -1,11 +1,14 @@
 package compat
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -313,4 +317,39 @@ func FuzzSASLListener(f *testing.F) {
 		c.Close()
 		login(t)
 	})
+}
+
+// TestSASLOAuthBearer: with OAUTHBEARER named in sasl.mechanisms,
+// franz-go logs in with an unsecured JWS (Kafka's default validator) and
+// an expired one fails with SASL_AUTHENTICATION_FAILED and invalid_token;
+// kcat (librdkafka's own unsecured tokens) produces and consumes.
+func TestSASLOAuthBearer(t *testing.T) {
+	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
+		c.SASL.Mechanisms = []string{"SCRAM-SHA-256", "OAUTHBEARER"}
+	}))
+	addr := b.Server().ListenerAddr(config.SASLPlaintext)
+	token := func(exp time.Time) sasl.Mechanism {
+		enc := base64.RawURLEncoding.EncodeToString
+		claims := fmt.Sprintf(`{"sub":"svc","exp":%d}`, exp.Unix())
+		return oauth.Auth{Token: enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(claims)) + "."}.AsMechanism()
+	}
+	if err := saslRefused(t, addr, token(time.Now().Add(time.Hour))); err != nil {
+		t.Errorf("a valid unsecured token: %v", err)
+	}
+	err := saslRefused(t, addr, token(time.Now().Add(-time.Minute)))
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "invalid_token") {
+		t.Errorf("an expired token: %v, want SASL_AUTHENTICATION_FAILED with invalid_token", err)
+	}
+
+	kcat := needTool(t, "kcat")
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+	auth := []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=OAUTHBEARER",
+		"-X", "sasl.oauthbearer.config=principal=svc", "-X", "enable.sasl.oauthbearer.unsecure.jwt=true"}
+	run(t, []byte("k::v\n"), time.Minute, kcat, append([]string{"-P", "-b", addr, "-t", topic, "-p", "0", "-K", "::"}, auth...)...)
+	out := run(t, nil, time.Minute, kcat, append([]string{"-C", "-b", addr, "-t", topic, "-p", "0", "-o", "beginning", "-c", "1", "-e", "-q", "-f", "%k=%s\n"}, auth...)...)
+	if string(out) != "k=v\n" {
+		t.Errorf("kcat over OAUTHBEARER read %q", out)
+	}
 }
