@@ -5,12 +5,15 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 )
 
 // TLS configures the SSL and SASL_SSL listeners.
 type TLS struct {
 	// CertFile and KeyFile are the broker's certificate chain and private
-	// key, PEM (Kafka's ssl.keystore.*).
+	// key, PEM (Kafka's ssl.keystore.*). They are read again when they
+	// change, so certificates rotate without a restart.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// ClientCAFile holds the CA certificates client certificates are
@@ -30,11 +33,11 @@ func (t TLS) ServerConfig() (*tls.Config, error) {
 	if t.CertFile == "" || t.KeyFile == "" {
 		return nil, bad("cert_file", "an SSL or SASL_SSL listener needs tls.cert_file and tls.key_file")
 	}
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	r, err := newCertReloader(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, bad("cert_file", "%v", err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{GetCertificate: r.get, MinVersion: tls.VersionTLS12}
 	switch t.ClientAuth {
 	case "", "none":
 		return cfg, nil
@@ -58,4 +61,67 @@ func (t TLS) ServerConfig() (*tls.Config, error) {
 	}
 	cfg.ClientCAs = pool
 	return cfg, nil
+}
+
+// certReloader serves a certificate and key pair, read again when either
+// file changes (checked on each TLS handshake), so certificates are
+// rotated without a restart. A pair that does not load (one file written,
+// the other not yet) leaves the previous one in service.
+type certReloader struct {
+	certFile, keyFile string
+
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	certStat fileStamp
+	keyStat  fileStamp
+}
+
+// fileStamp is what tells a file changed: modification time and size.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stamp(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{fi.ModTime(), fi.Size()}, nil
+}
+
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// load reads the pair if either file changed since the last load.
+func (r *certReloader) load() error {
+	cs, err := stamp(r.certFile)
+	if err != nil {
+		return err
+	}
+	ks, err := stamp(r.keyFile)
+	if err != nil {
+		return err
+	}
+	if r.cert != nil && cs == r.certStat && ks == r.keyStat {
+		return nil
+	}
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return err
+	}
+	r.cert, r.certStat, r.keyStat = &c, cs, ks
+	return nil
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.load() // on error keep serving the pair that loaded last
+	return r.cert, nil
 }

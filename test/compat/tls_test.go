@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -142,4 +144,49 @@ func TestTLSClients(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestTLSCertificateRotation: replacing the certificate and key files
+// takes effect for the next connection, with no restart: a client that
+// trusts only the old CA is refused, one that trusts the new CA gets in.
+func TestTLSCertificateRotation(t *testing.T) {
+	old, next := testbroker.NewPKI(t), testbroker.NewPKI(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	install := func(p *testbroker.PKI) {
+		for src, dst := range map[string]string{p.CertFile: cert, p.KeyFile: key} {
+			b, err := os.ReadFile(src)
+			if err == nil {
+				err = os.WriteFile(dst, b, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(old)
+	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"}
+		c.TLS = config.TLS{CertFile: cert, KeyFile: key}
+	}))
+	addr := b.Server().ListenerAddr(config.SSL)
+	ping := func(p *testbroker.PKI) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: p.Pool}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		_, err = cl.SeedBrokers()[0].Request(ctxFor(t, 10*time.Second), kmsg.NewPtrMetadataRequest())
+		return err
+	}
+	if err := ping(old); err != nil {
+		t.Fatalf("before rotation, trusting the old CA: %v", err)
+	}
+	install(next)
+	if err := ping(next); err != nil {
+		t.Errorf("after rotation, trusting the new CA: %v", err)
+	}
+	if err := ping(old); err == nil {
+		t.Error("after rotation, a client trusting only the old CA still got in")
+	}
 }
