@@ -57,3 +57,45 @@ func TestTLSFlags(t *testing.T) {
 		t.Error("topic list without a client certificate succeeded")
 	}
 }
+
+// TestUserAndACLCommands: "sluice user" creates a user who then logs in
+// through the SASL listener, lists and deletes users; "sluice acl" creates,
+// lists and deletes ACLs that the authorizer then applies.
+func TestUserAndACLCommands(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
+		c.Authorizer = config.Authorizer{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}}
+	}))
+	admin, saslAddr := b.Addr(), b.Server().ListenerAddr(config.SASLPlaintext)
+	t.Setenv(UserPasswordEnv, "carol-secret")
+	mustRun(t, admin, "", "user", "create", "carol")
+	if out := mustRun(t, admin, "", "user", "list"); !strings.Contains(out, "carol") || !strings.Contains(out, "SCRAM-SHA-512(4096)") {
+		t.Errorf("user list:\n%s", out)
+	}
+	mustRun(t, admin, "", "topic", "create", "cli-acl-orders", "--partitions", "1")
+	carol := []string{"--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "carol", "--sasl-password", "carol-secret"}
+	// No ACL yet: carol may not write.
+	r := run(t, saslAddr, "x\n", append([]string{"produce", "cli-acl-orders"}, carol...)...)
+	if r.err == nil {
+		t.Fatal("carol produced without an ACL")
+	}
+	out := mustRun(t, admin, "", "acl", "create", "--allow", "User:carol", "--operation", "write,read,describe,idempotent_write",
+		"--topic", "cli-acl-", "--prefixed")
+	if !strings.Contains(out, "PREFIXED") || !strings.Contains(out, "WRITE") {
+		t.Errorf("acl create printed:\n%s", out)
+	}
+	mustRun(t, admin, "", "acl", "create", "--allow", "User:carol", "--operation", "idempotent_write", "--cluster")
+	mustRun(t, saslAddr, "hello\n", append([]string{"produce", "cli-acl-orders"}, carol...)...)
+	if out := mustRun(t, admin, "", "acl", "list", "--allow", "User:carol"); strings.Count(out, "User:carol") != 5 {
+		t.Errorf("acl list for carol:\n%s", out)
+	}
+	if out := mustRun(t, admin, "", "acl", "delete", "--allow", "User:carol", "--topic", "cli-acl-", "--prefixed"); strings.Count(out, "User:carol") != 4 {
+		t.Errorf("acl delete printed:\n%s", out)
+	}
+	mustRun(t, admin, "", "user", "delete", "carol")
+	if out := mustRun(t, admin, "", "user", "list"); strings.Contains(out, "carol") {
+		t.Errorf("carol still listed:\n%s", out)
+	}
+	wantErr(t, run(t, admin, "", "acl", "create", "--allow", "User:x", "--operation", "fly", "--topic", "t"), ErrBadFlag, "fly")
+	wantErr(t, run(t, admin, "", "user", "create", "dave", "--password", ""), ErrBadFlag, "password")
+}
