@@ -5,3 +5,5 @@ package s3test
 import "syscall"
 
 func procAttr() *syscall.SysProcAttr { return nil }
+
+func waitStopped(int) {}

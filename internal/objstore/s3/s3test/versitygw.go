@@ -187,8 +187,12 @@ func (s *Server) Restart() {
 }
 
 // Pause freezes the server (SIGSTOP): connections are accepted by the
-// kernel but nothing answers, as with a hung service.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+// kernel but nothing answers, as with a hung service. It returns once
+// the process is stopped.
+func (s *Server) Pause() {
+	s.signal(syscall.SIGSTOP)
+	waitStopped(s.cmd.Process.Pid)
+}
 
 // Resume undoes Pause.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
