@@ -145,6 +145,19 @@ type Cluster struct {
 	// PUT times (at least 5 ms). A negative value turns hedging off: one
 	// PUT at a time, each waited for.
 	PutHedge time.Duration `yaml:"put_hedge"`
+	// InterBrokerListener names the listener brokers send each other
+	// requests through (transaction markers): PLAINTEXT when there is one
+	// and this is empty. On a SASL listener they log in as
+	// InterBrokerUser; on a TLS one they check the certificate against
+	// InterBrokerCAFile (else the system's roots) and present their own.
+	InterBrokerListener string `yaml:"inter_broker_listener"`
+	// InterBrokerUser is "name:password", created at start like
+	// sasl.users; with the authorizer on, make it a super user or grant
+	// it CLUSTER_ACTION. Prefer SLUICE_CLUSTER_INTER_BROKER_USER.
+	InterBrokerUser string `yaml:"inter_broker_user"`
+	// InterBrokerCAFile is the PEM CA brokers' certificates are checked
+	// against on a TLS inter-broker listener.
+	InterBrokerCAFile string `yaml:"inter_broker_ca_file"`
 }
 
 // Config is the whole broker configuration.

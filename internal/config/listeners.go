@@ -134,8 +134,16 @@ func (c Config) validateSecurity() error {
 	if err != nil {
 		return err
 	}
-	if c.ClusterMode() && !slices.ContainsFunc(ls, func(l Listener) bool { return l.Name == Plaintext }) {
-		return bad("listeners", "cluster mode needs a PLAINTEXT listener for requests between brokers")
+	if c.ClusterMode() {
+		ib, err := c.InterBroker()
+		if err != nil {
+			return err
+		}
+		if ib.SASL() {
+			if name, pw, ok := strings.Cut(c.Cluster.InterBrokerUser, ":"); !ok || name == "" || pw == "" {
+				return bad("cluster.inter_broker_user", "the inter-broker listener %s uses SASL: give name:password", ib.Name)
+			}
+		}
 	}
 	if slices.ContainsFunc(ls, Listener.TLS) {
 		if _, err := c.TLS.ServerConfig(); err != nil {
@@ -159,4 +167,29 @@ func (c Config) validateSecurity() error {
 		}
 	}
 	return nil
+}
+
+// InterBroker is the listener brokers send each other requests through:
+// cluster.inter_broker_listener, else PLAINTEXT.
+func (c Config) InterBroker() (Listener, error) {
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, key, fmt.Sprintf(format, args...))
+	}
+	ls, err := c.KafkaListeners()
+	if err != nil {
+		return Listener{}, err
+	}
+	want := strings.ToUpper(c.Cluster.InterBrokerListener)
+	if want == "" {
+		want = Plaintext
+	}
+	for _, l := range ls {
+		if l.Name == want {
+			return l, nil
+		}
+	}
+	if c.Cluster.InterBrokerListener == "" {
+		return Listener{}, bad("cluster.inter_broker_listener", "cluster mode sends requests between brokers through a PLAINTEXT listener unless this names another")
+	}
+	return Listener{}, bad("cluster.inter_broker_listener", "%s is not in listeners", want)
 }

@@ -48,10 +48,22 @@ func TestSecurityRefusals(t *testing.T) {
 		}},
 		{"sasl.mechanisms", func(c *Config) { c.SASL.Mechanisms = []string{"GSSAPI"} }},
 		{"sasl.users", func(c *Config) { c.SASL.Users = []string{"nopassword"} }},
-		{"listeners", func(c *Config) {
+		{"cluster.inter_broker_listener", func(c *Config) {
 			c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
 			c.S3.Endpoint, c.S3.Bucket = "127.0.0.1:9000", "b"
 			c.Listeners = []string{"SASL_PLAINTEXT://:1"}
+		}},
+		{"cluster.inter_broker_listener", func(c *Config) {
+			c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+			c.S3.Endpoint, c.S3.Bucket = "127.0.0.1:9000", "b"
+			c.Listeners = []string{"SASL_PLAINTEXT://:1"}
+			c.Cluster.InterBrokerListener = "SSL"
+		}},
+		{"cluster.inter_broker_user", func(c *Config) {
+			c.Etcd.Endpoints = []string{"127.0.0.1:2379"}
+			c.S3.Endpoint, c.S3.Bucket = "127.0.0.1:9000", "b"
+			c.Listeners = []string{"SASL_PLAINTEXT://:1"}
+			c.Cluster.InterBrokerListener = "sasl_plaintext"
 		}},
 	}
 	for _, tc := range cases {

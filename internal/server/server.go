@@ -8,15 +8,20 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,13 +189,26 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if len(endpoints) == 1 {
 		endpoints = nil // one listener: Node.Host/Port say it all
 	}
-	// Requests between brokers (transaction markers) use the PLAINTEXT
-	// listener; Validate makes cluster mode have one.
-	plainAddr := ln.Addr().String()
-	for i, l := range lspecs {
-		if l.Name == config.Plaintext {
-			plainAddr = lns[i].Addr().String()
-			break
+	// Requests between brokers (transaction markers) go through the
+	// inter-broker listener; Validate makes cluster mode have one.
+	interAddr := ln.Addr().String()
+	var interOpts []kgo.Opt
+	if glue != nil {
+		ib, ierr := cfg.InterBroker()
+		if ierr == nil {
+			for i, l := range lspecs {
+				if l.Name == ib.Name {
+					interAddr = lns[i].Addr().String()
+				}
+			}
+			interOpts, ierr = interBrokerOpts(cfg, ib)
+		}
+		if ierr != nil {
+			closeLns()
+			engine.Close()
+			objs.Close()
+			md.Close()
+			return nil, ierr
 		}
 	}
 	b := broker.New(broker.Config{
@@ -257,7 +275,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if glue != nil {
 		// Markers for partitions led by other brokers go to them as
 		// WriteTxnMarkers; this client finds them through our own listener.
-		markerClient, err = kgo.NewClient(kgo.SeedBrokers(plainAddr), kgo.MetadataMinAge(200*time.Millisecond))
+		markerClient, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(interAddr), kgo.MetadataMinAge(200 * time.Millisecond)}, interOpts...)...)
 		if err != nil {
 			groups.Close()
 			closeLns()
@@ -504,7 +522,11 @@ func kafkaListeners(ctx context.Context, cfg config.Config, specs []config.Liste
 			if auth, err = sasl.New(cfg.SASL.Mechanisms, creds); err != nil {
 				return nil, fmt.Errorf("%w: sasl.mechanisms: %v", config.ErrInvalid, err)
 			}
-			for _, u := range cfg.SASL.Users {
+			users := cfg.SASL.Users
+			if cfg.ClusterMode() && cfg.Cluster.InterBrokerUser != "" {
+				users = append(slices.Clone(users), cfg.Cluster.InterBrokerUser)
+			}
+			for _, u := range users {
 				name, pw, _ := strings.Cut(u, ":")
 				if err := creds.Ensure(ctx, name, pw); err != nil {
 					return nil, fmt.Errorf("creating SASL user %q: %w", name, err)
@@ -514,4 +536,57 @@ func kafkaListeners(ctx context.Context, cfg config.Config, specs []config.Liste
 		out[i].SASL = auth
 	}
 	return out, nil
+}
+
+// interBrokerOpts are the client options brokers use to reach each other
+// through listener ib: SASL as cluster.inter_broker_user with the
+// strongest mechanism the listeners offer, and TLS that checks the other
+// broker's certificate against cluster.inter_broker_ca_file (else the
+// system's roots) and presents this broker's own.
+func interBrokerOpts(cfg config.Config, ib config.Listener) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if ib.SASL() {
+		name, pw, _ := strings.Cut(cfg.Cluster.InterBrokerUser, ":")
+		mechs := cfg.SASL.Mechanisms
+		if len(mechs) == 0 {
+			mechs = sasl.Default
+		}
+		var m kgosasl.Mechanism
+		for _, want := range []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain} {
+			if m == nil && slices.ContainsFunc(mechs, func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), want) }) {
+				switch want {
+				case sasl.ScramSHA512:
+					m = kscram.Auth{User: name, Pass: pw}.AsSha512Mechanism()
+				case sasl.ScramSHA256:
+					m = kscram.Auth{User: name, Pass: pw}.AsSha256Mechanism()
+				default:
+					m = kplain.Auth{User: name, Pass: pw}.AsMechanism()
+				}
+			}
+		}
+		if m == nil {
+			return nil, fmt.Errorf("%w: sasl.mechanisms: the inter-broker listener needs SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN", config.ErrInvalid)
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	if ib.TLS() {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f := cfg.Cluster.InterBrokerCAFile; f != "" {
+			pem, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
+			}
+		}
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	return opts, nil
 }

@@ -41,7 +41,13 @@ type Options struct {
 	// SASL_PLAINTEXT on a fixed port (SASLAddr), with these name:password
 	// users.
 	SASLUsers []string
+	// SASLOnly makes that listener the only one: brokers reach each other
+	// through it too, as InterBrokerUser ("ib:ib-secret").
+	SASLOnly bool
 }
+
+// InterBrokerUser is the user brokers log in as with Options.SASLOnly.
+const InterBrokerUser = "ib:ib-secret"
 
 // Cluster is a running etcd, S3 server and brokers. Its methods are for
 // the test goroutine; they are not safe for concurrent use.
@@ -156,7 +162,12 @@ func (c *Cluster) AddBroker() int {
 	listen := freeAddr(c.t)
 	args := brokerArgs(i, listen, admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
 	saslAddr := ""
-	if len(c.opts.SASLUsers) > 0 {
+	switch {
+	case len(c.opts.SASLUsers) > 0 && c.opts.SASLOnly:
+		saslAddr = listen
+		args = append(args, "--listeners", "SASL_PLAINTEXT://"+listen, "--sasl-users", strings.Join(c.opts.SASLUsers, ","),
+			"--inter-broker-listener", "SASL_PLAINTEXT", "--inter-broker-user", InterBrokerUser)
+	case len(c.opts.SASLUsers) > 0:
 		saslAddr = freeAddr(c.t)
 		args = append(args, "--listeners", "PLAINTEXT://"+listen+",SASL_PLAINTEXT://"+saslAddr,
 			"--sasl-users", strings.Join(c.opts.SASLUsers, ","))

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"net"
 	"strconv"
 	"testing"
@@ -67,5 +69,72 @@ func TestClusterSASLListeners(t *testing.T) {
 	}
 	if n != partitions {
 		t.Fatalf("read %d records through broker 2's SASL listener, want %d", n, partitions)
+	}
+}
+
+// TestClusterSASLInterBroker: brokers with only a SASL_PLAINTEXT listener
+// and the authorizer on send each other transaction markers through it,
+// logged in as the inter-broker user: a transaction over partitions led
+// by every broker commits, and a read_committed consumer sees it.
+func TestClusterSASLInterBroker(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, SASLUsers: []string{"app:app-secret"}, SASLOnly: true,
+		ExtraArgs: []string{"--authorizer-enabled", "true", "--super-users", "User:ib,User:app"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	auth := kgo.SASL(scram.Auth{User: "app", Pass: "app-secret"}.AsSha512Mechanism())
+	seeds := kgo.SeedBrokers(c.Addrs()...)
+	const partitions = 6
+	topic := fmt.Sprintf("ibtxn-%d", time.Now().UnixNano())
+	adm := kadm.NewClient(testbroker.NewClient(t, c.Addrs()[0], auth, seeds))
+	testbroker.Eventually(t, time.Minute, "topic created", func() error {
+		r, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+		if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			err = r.Err
+		}
+		return err
+	})
+	leaders := map[int32]bool{}
+	testbroker.Eventually(t, time.Minute, "partitions led by every broker", func() error {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return err
+		}
+		clear(leaders)
+		for _, p := range md.Topics[topic].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("partition %d has no leader", p.Partition)
+			}
+			leaders[p.Leader] = true
+		}
+		if len(leaders) < 2 {
+			return fmt.Errorf("leaders %v", leaders)
+		}
+		return nil
+	})
+
+	prod := testbroker.NewClient(t, c.Addrs()[0], auth, seeds, kgo.TransactionalID("ib-txn"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(partitions) {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(fmt.Sprint(p))}).FirstErr(); err != nil {
+			t.Fatalf("transactional produce to %d: %v", p, err)
+		}
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit across %d leaders: %v", len(leaders), err)
+	}
+	// The commit markers sit after each record, so read records, not
+	// offsets, until every partition's has come.
+	cons := testbroker.NewClient(t, c.Addrs()[1], auth, seeds, kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := map[int32]bool{}
+	for len(seen) < partitions {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read_committed saw %d of %d partitions' records: %v", len(seen), partitions, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[r.Partition] = true })
 	}
 }
