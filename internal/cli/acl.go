@@ -96,6 +96,24 @@ func (f *aclFlags) builder(create bool) (*kadm.ACLBuilder, error) {
 	return b, nil
 }
 
+// prepare checks the flags and opens an admin client.
+func (f *aclFlags) prepare(cmd *cobra.Command, create bool) (*kadm.Client, *kadm.ACLBuilder, error) {
+	b, err := f.builder(create)
+	if err != nil {
+		return nil, nil, err
+	}
+	adm, err := newAdmin(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return adm, b, nil
+}
+
+// aclRow is one printed binding.
+func aclRow(principal, host string, typ kmsg.ACLResourceType, name string, pattern kadm.ACLPattern, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) []string {
+	return []string{principal, host, typ.String(), name, pattern.String(), op.String(), perm.String()}
+}
+
 func printACLs(cmd *cobra.Command, rows [][]string) error {
 	tw := newTable(cmd.OutOrStdout())
 	fmt.Fprintln(tw, "PRINCIPAL\tHOST\tRESOURCE\tNAME\tPATTERN\tOPERATION\tPERMISSION")
@@ -115,11 +133,7 @@ func aclCreateCommand() *cobra.Command {
   sluice acl create --deny User:bob --operation write --topic audit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := f.builder(true)
-			if err != nil {
-				return err
-			}
-			adm, err := newAdmin(cmd)
+			adm, b, err := f.prepare(cmd, true)
 			if err != nil {
 				return err
 			}
@@ -133,7 +147,7 @@ func aclCreateCommand() *cobra.Command {
 				if r.Err != nil {
 					return fmt.Errorf("creating ACL for %s on %s %s: %w", r.Principal, r.Type, r.Name, r.Err)
 				}
-				rows = append(rows, []string{r.Principal, r.Host, r.Type.String(), r.Name, r.Pattern.String(), r.Operation.String(), r.Permission.String()})
+				rows = append(rows, aclRow(r.Principal, r.Host, r.Type, r.Name, r.Pattern, r.Operation, r.Permission))
 			}
 			return printACLs(cmd, rows)
 		},
@@ -150,11 +164,7 @@ func aclListCommand() *cobra.Command {
 		Short:   "List ACLs (all, or those the flags select)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := f.builder(false)
-			if err != nil {
-				return err
-			}
-			adm, err := newAdmin(cmd)
+			adm, b, err := f.prepare(cmd, false)
 			if err != nil {
 				return err
 			}
@@ -170,7 +180,7 @@ func aclListCommand() *cobra.Command {
 					return fmt.Errorf("listing ACLs: %w", r.Err)
 				}
 				for _, d := range r.Described {
-					row := []string{d.Principal, d.Host, d.Type.String(), d.Name, d.Pattern.String(), d.Operation.String(), d.Permission.String()}
+					row := aclRow(d.Principal, d.Host, d.Type, d.Name, d.Pattern, d.Operation, d.Permission)
 					if k := strings.Join(row, "\x00"); !seen[k] {
 						seen[k] = true
 						rows = append(rows, row)
@@ -196,11 +206,7 @@ func aclDeleteCommand() *cobra.Command {
 			if len(f.allow) == 0 && len(f.deny) == 0 && len(f.topics) == 0 && len(f.groups) == 0 && len(f.txnIDs) == 0 && !f.cluster {
 				return fmt.Errorf("%w: select what to delete (--allow, --deny, --topic, --group, --transactional-id, --cluster)", ErrBadFlag)
 			}
-			b, err := f.builder(false)
-			if err != nil {
-				return err
-			}
-			adm, err := newAdmin(cmd)
+			adm, b, err := f.prepare(cmd, false)
 			if err != nil {
 				return err
 			}
@@ -215,7 +221,7 @@ func aclDeleteCommand() *cobra.Command {
 					return fmt.Errorf("deleting ACLs: %w", r.Err)
 				}
 				for _, d := range r.Deleted {
-					rows = append(rows, []string{d.Principal, d.Host, d.Type.String(), d.Name, d.Pattern.String(), d.Operation.String(), d.Permission.String()})
+					rows = append(rows, aclRow(d.Principal, d.Host, d.Type, d.Name, d.Pattern, d.Operation, d.Permission))
 				}
 			}
 			return printACLs(cmd, rows)
