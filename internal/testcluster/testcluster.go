@@ -158,8 +158,10 @@ func (c *Cluster) AddBroker() int {
 	i := len(c.brokers)
 	// Fixed ports, so a restarted broker is where clients last saw it, as
 	// in a real deployment (the flag overrides testbroker's :0).
-	admin := freeAddr(c.t)
-	listen := freeAddr(c.t)
+	// Picked together: a port picked and released alone can be handed
+	// out again by the next pick.
+	addrs := freeAddrs(c.t, 3)
+	admin, listen := addrs[0], addrs[1]
 	args := brokerArgs(i, listen, admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
 	saslAddr := ""
 	switch {
@@ -168,7 +170,7 @@ func (c *Cluster) AddBroker() int {
 		args = append(args, "--listeners", "SASL_PLAINTEXT://"+listen, "--sasl-users", strings.Join(c.opts.SASLUsers, ","),
 			"--inter-broker-listener", "SASL_PLAINTEXT", "--inter-broker-user", InterBrokerUser)
 	case len(c.opts.SASLUsers) > 0:
-		saslAddr = freeAddr(c.t)
+		saslAddr = addrs[2]
 		args = append(args, "--listeners", "PLAINTEXT://"+listen+",SASL_PLAINTEXT://"+saslAddr,
 			"--sasl-users", strings.Join(c.opts.SASLUsers, ","))
 	}
@@ -224,15 +226,19 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 	return append(args, opts.ExtraArgs...)
 }
 
-// freeAddr picks a free 127.0.0.1 port. Another process could take it
-// before the broker listens on it; on a test machine that does not happen
-// in practice.
-func freeAddr(t testing.TB) string {
+// freeAddrs picks n distinct free 127.0.0.1 ports, holding each until all
+// are picked. Another process could take one before the broker listens
+// on it; on a test machine that does not happen in practice.
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testcluster: picking a port: %v", err)
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testcluster: picking a port: %v", err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
