@@ -381,4 +381,13 @@ var staticDocs = map[string]struct {
 	"socket.request.max.bytes":                 {topicconfig.TypeInt, "Largest request frame the broker reads (max_request_bytes)."},
 	"log.dirs":                                 {topicconfig.TypeString, "Directory of the WAL and, in single-node mode, of objects and metadata (data_dir)."},
 	"log.retention.check.interval.ms":          {topicconfig.TypeLong, "How often retention, compaction and garbage collection run (retention_check_interval)."},
+	"listeners":                                {topicconfig.TypeString, "The Kafka listeners, NAME://host:port (listeners, or listen)."},
+	"advertised.listeners":                     {topicconfig.TypeString, "The addresses each listener tells clients (advertised_listeners, or advertised_addr)."},
+	"listener.security.protocol.map":           {topicconfig.TypeString, "Each listener's security protocol; in sluice a listener is named by its protocol."},
+	"inter.broker.listener.name":               {topicconfig.TypeString, "The listener brokers reach each other through (cluster.inter_broker_listener)."},
+	"sasl.enabled.mechanisms":                  {topicconfig.TypeList, "SASL mechanisms offered on SASL listeners (sasl.mechanisms)."},
+	"ssl.client.auth":                          {topicconfig.TypeString, "Whether TLS listeners ask clients for certificates: none, requested or required (tls.client_auth)."},
+	"authorizer.class.name":                    {topicconfig.TypeString, "The ACL authorizer; empty when off (authorizer.enabled)."},
+	"super.users":                              {topicconfig.TypeList, "Principals allowed everything (authorizer.super_users)."},
+	"allow.everyone.if.no.acl.found":           {topicconfig.TypeBoolean, "Whether an operation on a resource no ACL names is allowed (authorizer.allow_everyone_if_no_acl_found)."},
 }

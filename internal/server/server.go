@@ -16,6 +16,7 @@ import (
 	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -211,7 +212,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 			return nil, ierr
 		}
 	}
-	b := broker.New(broker.Config{
+	bcfg := broker.Config{
 		NodeID:            cfg.NodeID,
 		Rack:              cfg.Rack,
 		ClusterID:         clusterID,
@@ -228,7 +229,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 			"log.retention.check.interval.ms": strconv.FormatInt(cfg.RetentionCheckInterval.Milliseconds(), 10),
 		},
 		Topology: topologyFor(glue),
-	}, engine, md, logger.With("component", "broker"))
+	}
+	maps.Copy(bcfg.Static, securityConfigs(cfg, lspecs, lns))
+	b := broker.New(bcfg, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
 		closeLns()
 		engine.Close()
@@ -589,4 +592,45 @@ func interBrokerOpts(cfg config.Config, ib config.Listener) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	return opts, nil
+}
+
+// securityConfigs are the listener, SASL, TLS and authorizer settings as
+// the Kafka broker configs tools read them (DescribeConfigs on a broker).
+func securityConfigs(cfg config.Config, specs []config.Listener, lns []net.Listener) map[string]string {
+	var listeners, advertisedL, protocols []string
+	for i, l := range specs {
+		listeners = append(listeners, l.Name+"://"+lns[i].Addr().String())
+		adv := l.Advertised
+		if adv == "" {
+			h, p, _ := advertised(l.Bind, "", lns[i].Addr())
+			adv = net.JoinHostPort(h, strconv.Itoa(int(p)))
+		}
+		advertisedL = append(advertisedL, l.Name+"://"+adv)
+		protocols = append(protocols, l.Name+":"+l.Name)
+	}
+	mechs := cfg.SASL.Mechanisms
+	if len(mechs) == 0 {
+		mechs = sasl.Default
+	}
+	clientAuth := cfg.TLS.ClientAuth
+	if clientAuth == "" {
+		clientAuth = "none"
+	}
+	out := map[string]string{
+		"listeners":                      strings.Join(listeners, ","),
+		"advertised.listeners":           strings.Join(advertisedL, ","),
+		"listener.security.protocol.map": strings.Join(protocols, ","),
+		"sasl.enabled.mechanisms":        strings.Join(mechs, ","),
+		"ssl.client.auth":                clientAuth,
+		"authorizer.class.name":          "",
+		"super.users":                    strings.Join(cfg.Authorizer.SuperUsers, ";"),
+		"allow.everyone.if.no.acl.found": strconv.FormatBool(cfg.Authorizer.AllowEveryoneIfNoACLFound),
+	}
+	if cfg.Authorizer.Enabled {
+		out["authorizer.class.name"] = "sluice.acl.Authorizer"
+	}
+	if ib, err := cfg.InterBroker(); err == nil {
+		out["inter.broker.listener.name"] = ib.Name
+	}
+	return out
 }

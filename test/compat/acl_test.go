@@ -2,6 +2,7 @@ package compat
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,22 @@ func TestACLManagement(t *testing.T) {
 	}
 	if n := len(deleted[0].Deleted); n != 2 {
 		t.Errorf("deleted %d of alice's bindings, want 2: %+v", n, deleted)
+	}
+
+	// The broker's configs say how it is secured, as Kafka tools read them.
+	bc, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil || len(bc) == 0 || bc[0].Err != nil {
+		t.Fatalf("describe broker configs: %v %+v", err, bc)
+	}
+	got := map[string]string{}
+	for _, c := range bc[0].Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	if !strings.HasPrefix(got["authorizer.class.name"], "sluice") || got["super.users"] != "User:ANONYMOUS" ||
+		!strings.Contains(got["listeners"], "SASL_PLAINTEXT://127.0.0.1:") || got["sasl.enabled.mechanisms"] != "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN" ||
+		got["listener.security.protocol.map"] != "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT" {
+		t.Errorf("security configs: %v", map[string]string{"authorizer.class.name": got["authorizer.class.name"], "super.users": got["super.users"],
+			"listeners": got["listeners"], "sasl.enabled.mechanisms": got["sasl.enabled.mechanisms"], "listener.security.protocol.map": got["listener.security.protocol.map"]})
 	}
 
 	// No authorizer: SECURITY_DISABLED.
