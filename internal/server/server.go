@@ -392,7 +392,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		go s.admin.Serve(aln)
 	}
 	s.startDur = time.Since(began)
+	var bound []string
+	for i, l := range lspecs {
+		bound = append(bound, l.Name+"://"+lns[i].Addr().String())
+	}
 	logger.Info("sluice ready", "kafka", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+		"listeners", strings.Join(bound, ","),
 		"data_dir", cfg.DataDir, "cluster_id", clusterID, "startup", s.startDur)
 	return s, nil
 }
