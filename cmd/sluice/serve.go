@@ -22,6 +22,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"listeners", "listeners", "Kafka listeners NAME://host:port, comma-separated, NAME PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL (replaces --listen)"},
 	{"advertised-listeners", "advertised_listeners", "NAME://host:port clients are told for each listener, comma-separated"},
 	{"sasl-mechanisms", "sasl.mechanisms", "SASL mechanisms on SASL_PLAINTEXT listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (empty: all)"},
+	{"sasl-session-lifetime", "sasl.session_lifetime", "end SASL logins after this long; clients re-authenticate (KIP-368) or are disconnected (0: never)"},
 	{"sasl-users", "sasl.users", "name:password users created at start when missing, comma-separated (prefer SLUICE_SASL_USERS: flags show in ps)"},
 	{"tls-cert-file", "tls.cert_file", "PEM certificate chain of SSL and SASL_SSL listeners"},
 	{"tls-key-file", "tls.key_file", "PEM private key of SSL and SASL_SSL listeners"},

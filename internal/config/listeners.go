@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Security protocols a listener may use (Kafka's names).
@@ -35,6 +36,10 @@ type SASL struct {
 	// exists, e.g. changed since with AlterUserScramCredentials, is kept).
 	// Prefer SLUICE_SASL_USERS to a file or flag.
 	Users []string `yaml:"users"`
+	// SessionLifetime, when positive, ends a login after this long
+	// (Kafka's connections.max.reauth.ms): clients re-authenticate on the
+	// connection (KIP-368) or it is closed. 0: logins never expire.
+	SessionLifetime time.Duration `yaml:"session_lifetime"`
 }
 
 // Authorizer configures ACL checks (Kafka's authorizer.class.name,
@@ -149,6 +154,9 @@ func (c Config) validateSecurity() error {
 		if _, err := c.TLS.ServerConfig(); err != nil {
 			return err
 		}
+	}
+	if c.SASL.SessionLifetime < 0 {
+		return bad("sasl.session_lifetime", "must not be negative")
 	}
 	for _, m := range c.SASL.Mechanisms {
 		if !slices.Contains(saslMechanisms, strings.ToUpper(strings.TrimSpace(m))) {

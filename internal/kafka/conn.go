@@ -115,12 +115,16 @@ type conn struct {
 	listener Listener
 	auth     authState              // read loop only, until authenticated
 	user     atomic.Pointer[string] // authenticated user; nil: anonymous
-	nc       net.Conn
-	logger   *slog.Logger
-	queue    chan pending
-	wg       sync.WaitGroup
-	closed   chan struct{}
-	once     sync.Once
+	// mech and expiry (unix ns, 0: never) are the SASL session's, for
+	// re-authentication (read loop only).
+	mech   string
+	expiry int64
+	nc     net.Conn
+	logger *slog.Logger
+	queue  chan pending
+	wg     sync.WaitGroup
+	closed chan struct{}
+	once   sync.Once
 	// muteUntil (unix ns) holds back the next request of a client over
 	// its quota (KIP-219: the throttle applies after the response).
 	muteUntil atomic.Int64
@@ -183,9 +187,15 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		var p pending
-		if c.listener.SASL != nil && c.user.Load() == nil {
+		switch {
+		case c.listener.SASL != nil && c.user.Load() == nil:
 			p, err = c.authenticate(ctx, frame)
-		} else {
+		case c.reauthenticating(frame):
+			p, err = c.authenticate(ctx, frame)
+		case c.sessionExpired():
+			c.logger.Info("closing connection: its SASL session expired without re-authentication")
+			return
+		default:
 			p, err = c.dispatch(ctx, frame)
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -71,7 +72,9 @@ func (c *conn) authenticate(ctx context.Context, frame []byte) (pending, error) 
 			return pending{}, fmt.Errorf("SASL %s authentication failed: %w", c.auth.session.Mechanism(), err)
 		}
 		if ok {
-			c.authenticated()
+			if err := c.authenticated(); err != nil {
+				return pending{}, err
+			}
 		}
 		if reply == nil {
 			reply = []byte{}
@@ -104,6 +107,11 @@ func (c *conn) authenticate(ctx context.Context, frame []byte) (pending, error) 
 		p.complete = done(resp)
 		resp.SupportedMechanisms = a.Mechanisms()
 		switch s, err := a.Start(r.Mechanism); {
+		case c.user.Load() != nil && (r.Mechanism != c.mech || hdr.APIVersion == 0):
+			// KIP-368: re-authentication keeps the mechanism, and runs
+			// over SaslAuthenticate.
+			resp.ErrorCode = kerr.IllegalSaslState.Code
+			p.closeAfter = true
 		case c.auth.session != nil:
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			p.closeAfter = true
@@ -139,18 +147,50 @@ func (c *conn) authenticate(ctx context.Context, frame []byte) (pending, error) 
 			resp.SASLAuthBytes = []byte{}
 		}
 		if ok {
-			c.authenticated()
+			if err := c.authenticated(); err != nil {
+				resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+				msg := "Authentication failed: " + err.Error()
+				resp.ErrorMessage, resp.SASLAuthBytes = &msg, nil
+				p.closeAfter = true
+				break
+			}
+			resp.SessionLifetimeMillis = c.listener.SessionLifetime.Milliseconds()
 		}
 	}
 	return p, nil
 }
 
 // authenticated makes the session's user the connection's principal.
-func (c *conn) authenticated() {
+func (c *conn) authenticated() error {
 	u := c.auth.session.User()
+	if prev := c.user.Load(); prev != nil && *prev != u {
+		// KIP-368: a connection stays one principal.
+		return fmt.Errorf("%w: re-authenticated as %q, not %q", sasl.ErrAuthentication, u, *prev)
+	}
 	c.user.Store(&u)
-	c.logger.Debug("SASL authenticated", "user", u, "mechanism", c.auth.session.Mechanism())
+	c.mech = c.auth.session.Mechanism()
+	if d := c.listener.SessionLifetime; d > 0 {
+		c.expiry = time.Now().Add(d).UnixNano()
+	}
+	c.logger.Debug("SASL authenticated", "user", u, "mechanism", c.mech)
 	c.auth = authState{}
+	return nil
+}
+
+// reauthenticating reports whether frame is a SaslHandshake or
+// SaslAuthenticate of a KIP-368 re-authentication: on an authenticated
+// connection of a listener whose sessions expire.
+func (c *conn) reauthenticating(frame []byte) bool {
+	if c.listener.SASL == nil || c.listener.SessionLifetime <= 0 || c.user.Load() == nil || len(frame) < 2 {
+		return false
+	}
+	k := kmsg.Key(binary.BigEndian.Uint16(frame))
+	return k == kmsg.SASLHandshake || (k == kmsg.SASLAuthenticate && c.auth.session != nil)
+}
+
+// sessionExpired reports whether the connection's SASL session ended.
+func (c *conn) sessionExpired() bool {
+	return c.expiry != 0 && time.Now().UnixNano() > c.expiry
 }
 
 // tlsHandshakeTimeout bounds a TLS client's handshake.

@@ -49,6 +49,12 @@ type Listener struct {
 	// SASL, when set, makes clients authenticate before any request but
 	// ApiVersions (a SASL_PLAINTEXT listener).
 	SASL *sasl.Authenticator
+	// SessionLifetime, when positive, ends an authentication after this
+	// long (Kafka's connections.max.reauth.ms, KIP-368): clients that can
+	// re-authenticate on the connection do so, with the same mechanism
+	// and principal; a connection whose session ended is closed at its
+	// next request.
+	SessionLifetime time.Duration
 }
 
 // handlerFunc runs the ordered part of a request and returns the function

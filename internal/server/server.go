@@ -542,6 +542,7 @@ func kafkaListeners(ctx context.Context, cfg config.Config, specs []config.Liste
 			}
 		}
 		out[i].SASL = auth
+		out[i].SessionLifetime = cfg.SASL.SessionLifetime
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,5 +352,72 @@ func TestSASLOAuthBearer(t *testing.T) {
 	out := run(t, nil, time.Minute, kcat, append([]string{"-C", "-b", addr, "-t", topic, "-p", "0", "-o", "beginning", "-c", "1", "-e", "-q", "-f", "%k=%s\n"}, auth...)...)
 	if string(out) != "k=v\n" {
 		t.Errorf("kcat over OAUTHBEARER read %q", out)
+	}
+}
+
+// handshakeCounter counts the SaslHandshake requests a franz-go client
+// writes: one per login, so more than one per connection is a
+// re-authentication.
+type handshakeCounter struct{ n atomic.Int64 }
+
+func (h *handshakeCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.SASLHandshake) && err == nil {
+		h.n.Add(1)
+	}
+}
+
+// TestSASLReauthentication (KIP-368): with sasl.session_lifetime set,
+// SaslAuthenticate tells clients the session's lifetime; franz-go logs in
+// again on its connection before it ends and keeps producing; a client
+// that does not (the v0 exchange cannot) is disconnected at its next
+// request after the end.
+func TestSASLReauthentication(t *testing.T) {
+	b := startBroker(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
+		c.SASL.Users = []string{"admin:admin-secret"}
+		c.SASL.SessionLifetime = 2 * time.Second
+	}))
+	addr := b.Server().ListenerAddr(config.SASLPlaintext)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+
+	h := &handshakeCounter{}
+	cl := testbroker.NewClient(t, addr, kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()),
+		kgo.DefaultProduceTopic(topic), kgo.WithHooks(h))
+	ctx := ctxFor(t, time.Minute)
+	for i := 0; i < 15; i++ { // 4.5 s: past two lifetimes
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce %d across re-authentications: %v", i, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := h.n.Load(); n < 2 {
+		t.Errorf("%d SASL handshakes in 4.5 s with a 2 s session lifetime, want logins again", n)
+	}
+
+	// The v0 exchange has no session lifetime to tell: past it, the
+	// connection is closed.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(0)
+	hs.Mechanism = "PLAIN"
+	if _, err := rawFrame(t, c, requestFrame(hs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawFrame(t, c, []byte("\x00admin\x00admin-secret")); err != nil {
+		t.Fatal(err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(9)
+	if _, err := rawFrame(t, c, requestFrame(md)); err != nil {
+		t.Fatalf("metadata within the session: %v", err)
+	}
+	time.Sleep(2300 * time.Millisecond)
+	if _, err := rawFrame(t, c, requestFrame(md)); err == nil {
+		t.Error("metadata after the session ended was answered")
 	}
 }
