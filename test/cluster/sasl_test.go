@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"net"
 	"strconv"
 	"testing"
@@ -137,4 +138,64 @@ func TestClusterSASLInterBroker(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { seen[r.Partition] = true })
 	}
+}
+
+// TestClusterACLs: ACLs created and deleted through one broker apply on
+// the others (every broker watches them in etcd), and a user created
+// through one logs in through another.
+func TestClusterACLs(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, SASLUsers: []string{"app:app-secret"}, SASLOnly: true,
+		ExtraArgs: []string{"--authorizer-enabled", "true", "--super-users", "User:ib,User:app"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	app := kgo.SASL(scram.Auth{User: "app", Pass: "app-secret"}.AsSha512Mechanism())
+	adm0 := kadm.NewClient(testbroker.NewClient(t, c.Addrs()[0], app))
+	adm1 := kadm.NewClient(testbroker.NewClient(t, c.Addrs()[1], app))
+	topic := fmt.Sprintf("acl-%d", time.Now().UnixNano())
+	testbroker.Eventually(t, time.Minute, "topic created", func() error {
+		r, err := adm0.CreateTopic(ctx, 1, -1, nil, topic)
+		if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			err = r.Err
+		}
+		return err
+	})
+	up, err := adm0.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-secret"}})
+	if err != nil || up.Error() != nil {
+		t.Fatalf("creating alice through broker 1: %v %v", err, up.Error())
+	}
+	// alice talks to broker 3 only.
+	alice := func() error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()[2]), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = &topic
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.(*kmsg.MetadataResponse).Topics[0].ErrorCode)
+	}
+	if err := alice(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice before any ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	res, err := adm0.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribe))
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("creating the ACL through broker 1: %v %+v", err, res)
+	}
+	testbroker.Eventually(t, time.Minute, "broker 3 applying broker 1's ACL", alice)
+	del, err := adm1.DeleteACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpDescribe).AllowHosts())
+	if err != nil || del[0].Err != nil || len(del[0].Deleted) != 1 {
+		t.Fatalf("deleting the ACL through broker 2: %v %+v", err, del)
+	}
+	testbroker.Eventually(t, time.Minute, "broker 3 dropping the ACL broker 2 deleted", func() error {
+		if err := alice(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return fmt.Errorf("alice: %v", err)
+		}
+		return nil
+	})
 }
