@@ -151,6 +151,18 @@ func (b Binding) appliesTo(name string) bool {
 	return b.ResourceName == "*" || b.ResourceName == name
 }
 
+// appliesToClient reports whether b names principal (or any user) from
+// host (or any host).
+func (b Binding) appliesToClient(principal, host string) bool {
+	return (b.Principal == principal || b.Principal == "User:*") && (b.Host == "*" || b.Host == host)
+}
+
+// denies reports whether b is a DENY of op itself (or ALL): implied
+// operations widen ALLOWs only.
+func (b Binding) denies(op kmsg.ACLOperation) bool {
+	return b.Permission == kmsg.ACLPermissionTypeDeny && (b.Operation == op || b.Operation == kmsg.ACLOperationAll)
+}
+
 // Config configures checking.
 type Config struct {
 	// Enabled turns the authorizer on; off, every request is allowed and
@@ -313,18 +325,13 @@ func (a *Authorizer) Authorized(principal, host string, op kmsg.ACLOperation, rt
 			continue
 		}
 		named = true
-		if (b.Principal != principal && b.Principal != "User:*") || (b.Host != "*" && b.Host != host) {
+		if !b.appliesToClient(principal, host) {
 			continue
 		}
-		// Implied operations widen what is allowed, never what is
-		// denied: a DENY of READ leaves DESCRIBE alone, as in Kafka.
-		if b.Permission == kmsg.ACLPermissionTypeDeny {
-			if b.Operation == op || b.Operation == kmsg.ACLOperationAll {
-				return false
-			}
-			continue
+		if b.denies(op) {
+			return false
 		}
-		if implies(b.Operation, op) {
+		if b.Permission == kmsg.ACLPermissionTypeAllow && implies(b.Operation, op) {
 			allowed = true
 		}
 	}
@@ -348,17 +355,13 @@ func (a *Authorizer) AuthorizedAny(principal, host string, op kmsg.ACLOperation,
 			continue
 		}
 		any = true
-		if (b.Principal != principal && b.Principal != "User:*") || (b.Host != "*" && b.Host != host) {
+		if !b.appliesToClient(principal, host) {
 			continue
 		}
-		if b.Permission == kmsg.ACLPermissionTypeDeny {
-			if b.PatternType == kmsg.ACLResourcePatternTypeLiteral && b.ResourceName == "*" &&
-				(b.Operation == op || b.Operation == kmsg.ACLOperationAll) {
-				return false
-			}
-			continue
+		if b.denies(op) && b.PatternType == kmsg.ACLResourcePatternTypeLiteral && b.ResourceName == "*" {
+			return false
 		}
-		if implies(b.Operation, op) {
+		if b.Permission == kmsg.ACLPermissionTypeAllow && implies(b.Operation, op) {
 			allowed = true
 		}
 	}
