@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,6 +21,7 @@ type produceOpts struct {
 	partition   int32
 	acks        string
 	compression string
+	timeout     time.Duration
 }
 
 func produceCommand() *cobra.Command {
@@ -45,6 +47,7 @@ is printed to standard error.`,
 	f.Int32VarP(&o.partition, "partition", "p", -1, "produce to this partition only (-1: by key hash, or spread when there is no key)")
 	f.StringVar(&o.acks, "acks", "all", "acks required from the broker: all, 1 or 0")
 	f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	f.DurationVar(&o.timeout, "delivery-timeout", 2*time.Minute, "give up on a record not acknowledged within this, retries included (the Java client's delivery.timeout.ms; 0: never)")
 	return cmd
 }
 
@@ -77,6 +80,12 @@ func (o produceOpts) clientOpts(manualPartition bool) ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("%w: --compression %q: want none, gzip, snappy, lz4 or zstd", ErrBadFlag, o.compression)
 	}
 	opts = append(opts, kgo.ProducerBatchCompression(codec))
+	if o.timeout < 0 {
+		return nil, fmt.Errorf("%w: --delivery-timeout %v: want 0 or more", ErrBadFlag, o.timeout)
+	}
+	if o.timeout > 0 {
+		opts = append(opts, kgo.RecordDeliveryTimeout(o.timeout))
+	}
 	if manualPartition {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}

@@ -203,6 +203,11 @@ type Config struct {
 	// WALSegmentBytes is the size at which a WAL file is closed and rolled
 	// into objects.
 	WALSegmentBytes int64 `yaml:"wal_segment_bytes"`
+	// MinFreeBytes: below this much free space on the data dir's file
+	// system, produce is refused with KAFKA_STORAGE_ERROR until space is
+	// freed (-1: off; a write that finds the disk full still stops
+	// appends until space is freed). Single node only.
+	MinFreeBytes int64 `yaml:"min_free_bytes"`
 	// RetentionCheckInterval is how often retention and compaction run.
 	RetentionCheckInterval time.Duration `yaml:"retention_check_interval"`
 	// ProducerIDExpiration is how long an idempotent producer's state is
@@ -248,6 +253,7 @@ func Default() Config {
 		MaxRequestBytes:        100 << 20,
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
 		WALSegmentBytes:        64 << 20,
+		MinFreeBytes:           128 << 20,
 		RetentionCheckInterval: 30 * time.Second,
 		ProducerIDExpiration:   24 * time.Hour,
 		TopicDefaults:          map[string]string{},
@@ -331,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WALSegmentBytes < 1<<20 {
 		return bad("wal_segment_bytes", "must be >= 1048576, got %d", c.WALSegmentBytes)
+	}
+	if c.MinFreeBytes < -1 || c.MinFreeBytes == 0 {
+		return bad("min_free_bytes", "must be > 0, or -1 for off; got %d", c.MinFreeBytes)
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return bad("retention_check_interval", "must be > 0")

@@ -31,6 +31,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"topic_defaults.retention.ms", func(c *Config) { c.TopicDefaults = map[string]string{"retention.ms": "soon"} }},
 		{"topic_defaults.bogus.key", func(c *Config) { c.TopicDefaults = map[string]string{"bogus.key": "1"} }},
 		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
+		{"min_free_bytes", func(c *Config) { c.MinFreeBytes = 0 }},
+		{"min_free_bytes", func(c *Config) { c.MinFreeBytes = -2 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {

@@ -25,6 +25,11 @@ type Config struct {
 	FlushInterval   time.Duration // for FlushInterval; also the fsync backstop of FlushMessages (default 1s)
 	WALSegmentBytes int64         // roll a WAL segment at this size (default 64 MiB)
 	RollInterval    time.Duration // roll WAL into objects at least this often (default 1 min)
+	// MinFreeBytes refuses appends (ErrStorage, wrapping wal.ErrFull) while the WAL's file
+	// system has less free space than this, and resumes them once space
+	// is freed (0: the default, 128 MiB; -1: only a write that finds the
+	// disk full stops appends). Single node only.
+	MinFreeBytes int64
 	// BrokerDefaults are broker-level topic config defaults keyed by topic
 	// config name (e.g. "retention.ms").
 	BrokerDefaults         map[string]string
@@ -74,6 +79,14 @@ type Config struct {
 	Shared *SharedConfig
 }
 
+// walErr is the failure that poisoned the WAL writer, if any.
+func (e *Engine) walErr() error {
+	if e.wal == nil {
+		return nil
+	}
+	return e.wal.Err()
+}
+
 // DefaultConfig returns the defaults with WAL files in dir.
 func DefaultConfig(dir string) Config {
 	return Config{
@@ -81,6 +94,7 @@ func DefaultConfig(dir string) Config {
 		Flush:                  FlushEveryBatch,
 		FlushInterval:          time.Second,
 		WALSegmentBytes:        64 << 20,
+		MinFreeBytes:           128 << 20,
 		RollInterval:           time.Minute,
 		RetentionCheckInterval: 30 * time.Second,
 		AsyncBacklogBytes:      64 << 20,
@@ -121,6 +135,9 @@ func (c *Config) fill() {
 	}
 	if c.WALSegmentBytes == 0 {
 		c.WALSegmentBytes = d.WALSegmentBytes
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = d.MinFreeBytes
 	}
 	if c.RollInterval == 0 {
 		c.RollInterval = d.RollInterval
@@ -271,8 +288,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	wo := wal.Options{
 		Dir: cfg.Dir, Mode: mode, SyncMessages: cfg.FlushMessages, SyncInterval: cfg.FlushInterval,
 		SegmentBytes: cfg.WALSegmentBytes, RollInterval: cfg.RollInterval, FirstSeq: firstSeq,
-		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
-		OnRoll:    e.enqueueRoll,
+		MinFreeBytes: cfg.MinFreeBytes,
+		OnDurable:    func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
+		OnRoll:       e.enqueueRoll,
 		OnWrite: func(n, _ int, d time.Duration) {
 			e.m.flushSeconds.Observe(d.Seconds())
 			e.m.flushBytes.Add(float64(n))
@@ -280,6 +298,16 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		OnSync: func(d time.Duration) {
 			e.m.fsyncs.Inc()
 			e.m.fsyncSeconds.Observe(d.Seconds())
+		},
+		// Appends waiting for durability that a poisoned WAL will never
+		// give (a duplicate's original, say) are told at once.
+		// (In a goroutine of its own: the writer must not wait on e.mu.)
+		OnFail: func(error) {
+			go func() {
+				e.mu.RLock()
+				defer e.mu.RUnlock()
+				e.forEachPartition(func(p *Partition) { p.wake(false) })
+			}()
 		},
 		Logger: logger,
 	}

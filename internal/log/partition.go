@@ -266,6 +266,9 @@ func (p *Partition) WaitDurable(ctx context.Context, r AppendResult, last int64)
 		if durable {
 			return nil
 		}
+		if err := p.e.walErr(); err != nil {
+			return fmt.Errorf("%w: %v", ErrStorage, err)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():

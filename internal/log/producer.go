@@ -245,6 +245,9 @@ func (p *Partition) duplicate(ctx context.Context, d producerBatch, durable bool
 			if durable {
 				break
 			}
+			if err := p.e.walErr(); err != nil {
+				return AppendResult{}, fmt.Errorf("%w: the original batch was never stored: %v", ErrStorage, err)
+			}
 			select {
 			case <-ch:
 			case <-ctx.Done():

@@ -132,6 +132,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		lcfg.Flush = log.FlushOS
 	}
 	lcfg.WALSegmentBytes = cfg.WALSegmentBytes
+	lcfg.MinFreeBytes = cfg.MinFreeBytes
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults

@@ -3,10 +3,12 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +24,34 @@ const (
 
 // ErrClosed is returned by Reserve after Close.
 var ErrClosed = errors.New("wal: closed")
+
+// ErrFull is returned by Reserve while the WAL's file system is full: a
+// write found no space (ENOSPC, EDQUOT) and waits for some, or free space
+// fell below Options.MinFreeBytes. Appends resume by themselves once space
+// is freed (retention, deleted topics, an operator); nothing reserved
+// before is lost or failed meanwhile.
+var ErrFull = errors.New("wal: disk full")
+
+// segmentFile is what the writer needs of a segment file (an *os.File;
+// tests substitute one that runs out of space).
+type segmentFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Seek(offset int64, whence int) (int64, error)
+	Close() error
+	Name() string
+}
+
+func createFile(path string) (segmentFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+}
+
+// noSpace reports whether err means the file system is out of space (or
+// the user out of quota): waited out, not fatal.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // Options configure a Writer.
 type Options struct {
@@ -47,7 +77,11 @@ type Options struct {
 	// OnWrite and OnSync report metrics; optional.
 	OnWrite func(bytes int, entries int, d time.Duration)
 	OnSync  func(d time.Duration)
-	Logger  *slog.Logger
+	// OnFail is called once, in the writer or syncer goroutine, when a
+	// write or fsync failure poisons the writer (Err is then set), so
+	// waiters on appends that will never be durable can be told.
+	OnFail func(err error)
+	Logger *slog.Logger
 	// Sink, when set, replaces segment files: each group commit is handed
 	// to Sink (bufs hold whole entries, in reservation order) in the writer
 	// goroutine, one group at a time, and is durable once Sink returns nil.
@@ -62,6 +96,16 @@ type Options struct {
 	// up to SinkInFlight (default 2) unsettled at a time.
 	SinkAsync    func(bufs [][]byte, items []Item, settle func(error))
 	SinkInFlight int
+	// MinFreeBytes, when > 0, refuses reservations (ErrFull) while the
+	// file system holding Dir has less free space than this, so a full
+	// disk is met with a clear, retriable refusal and room is left for
+	// rolls and metadata. Checked after every MinFreeBytes/8 bytes written
+	// and at least every second.
+	MinFreeBytes int64
+
+	// Tests only: segment creation and the free-space probe.
+	create    func(path string) (segmentFile, error)
+	freeBytes func(dir string) (int64, error)
 }
 
 // Item is one reservation of a group: its owner and the offset it ends at.
@@ -128,6 +172,7 @@ type Writer struct {
 	closed     bool
 	killed     bool
 	failed     error
+	full       error // non-nil: Reserve refuses with it (wraps ErrFull)
 	rollReq    []chan struct{}
 
 	// SyncEvery pipelining: the writer hands written groups to the syncer
@@ -135,7 +180,7 @@ type Writer struct {
 	syncMu   sync.Mutex
 	syncCond *sync.Cond
 	pending  []*Group // written, waiting for the syncer
-	syncFile *os.File
+	syncFile segmentFile
 	syncing  bool
 	syncStop bool
 	syncDone chan struct{}
@@ -145,13 +190,17 @@ type Writer struct {
 	sinkWG  sync.WaitGroup
 
 	// writer goroutine only
-	f          *os.File
+	f          segmentFile
 	seq        uint64
 	size       int64
 	created    time.Time
 	unsynced   []*Group
 	unsyncRecs int64
 	lastSync   time.Time
+	noSpace    error     // a write found the disk full; cleared once one fits
+	lowSpace   bool      // free space is below MinFreeBytes
+	sinceFree  int64     // bytes written since the last free-space check
+	lastFree   time.Time // time of the last free-space check
 }
 
 // Open starts a writer. Segment files are created lazily on first write.
@@ -174,6 +223,15 @@ func Open(o Options) (*Writer, error) {
 	if o.SinkAsync != nil && o.SinkInFlight <= 0 {
 		o.SinkInFlight = 2
 	}
+	if o.create == nil {
+		o.create = createFile
+	}
+	if o.freeBytes == nil {
+		o.freeBytes = freeBytes
+	}
+	if o.MinFreeBytes < 0 || o.Sink != nil || o.SinkAsync != nil {
+		o.MinFreeBytes = 0
+	}
 	if o.Sink == nil && o.SinkAsync == nil {
 		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 			return nil, err
@@ -183,6 +241,9 @@ func Open(o Options) (*Writer, error) {
 		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
 	w.syncCond = sync.NewCond(&w.syncMu)
 	w.sinkSem = make(chan struct{}, max(o.SinkInFlight, 1))
+	if o.MinFreeBytes > 0 {
+		w.checkFree(time.Now())
+	}
 	go w.run()
 	if o.Mode == SyncEvery {
 		go w.syncLoop()
@@ -204,6 +265,11 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 	}
 	if w.failed != nil {
 		err := w.failed
+		w.mu.Unlock()
+		return Reservation{}, err
+	}
+	if w.full != nil {
+		err := w.full
 		w.mu.Unlock()
 		return Reservation{}, err
 	}
@@ -232,6 +298,27 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 		}
 	}
 	return Reservation{Buf: buf, G: g, GroupBytes: size}, nil
+}
+
+// Err is the failure that poisoned the writer, or nil: every append not
+// durable by then never will be, and Reserve refuses.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// setFailed poisons the writer with err, once.
+func (w *Writer) setFailed(err error) {
+	w.mu.Lock()
+	first := w.failed == nil
+	if first {
+		w.failed = err
+	}
+	w.mu.Unlock()
+	if first && w.o.OnFail != nil {
+		w.o.OnFail(err)
+	}
 }
 
 // Roll asks the writer to close the current segment (if it holds data) and
@@ -377,13 +464,22 @@ func (w *Writer) flushOnce() {
 		return
 	}
 	start := time.Now()
-	err := w.write(g)
+	pre, err := w.write(g)
+	if err != nil && noSpace(err) {
+		err = w.waitForSpace(g, pre, err)
+	}
 	if w.o.OnWrite != nil {
 		w.o.OnWrite(groupBytes(g), len(g.items), time.Since(start))
 	}
 	if err != nil {
 		w.fail(g, err)
 		return
+	}
+	if w.o.MinFreeBytes > 0 {
+		w.sinceFree += w.size - pre
+		if w.sinceFree >= max(w.o.MinFreeBytes/8, 1) {
+			w.checkFree(time.Now())
+		}
 	}
 	if w.o.Mode == SyncEvery {
 		close(g.written)
@@ -458,30 +554,34 @@ func groupBytes(g *Group) int {
 	return n
 }
 
-func (w *Writer) write(g *Group) error {
+// write appends g to the current segment, creating it first if needed. pre
+// is the segment's size before g (or -1 if no segment could be created).
+func (w *Writer) write(g *Group) (pre int64, err error) {
 	if w.f == nil {
 		if err := w.openSegment(); err != nil {
-			return err
+			return -1, err
 		}
 	}
+	pre = w.size
 	for _, b := range g.bufs {
 		n, err := w.f.Write(b)
 		w.size += int64(n)
 		if err != nil {
-			return fmt.Errorf("wal: write %s: %w", SegmentName(w.seq), err)
+			return pre, fmt.Errorf("wal: write %s: %w", SegmentName(w.seq), err)
 		}
 	}
-	return nil
+	return pre, nil
 }
 
 func (w *Writer) openSegment() error {
 	path := filepath.Join(w.o.Dir, SegmentName(w.seq))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := w.o.create(path)
 	if err != nil {
 		return fmt.Errorf("wal: create segment: %w", err)
 	}
 	if _, err := f.Write(Magic[:]); err != nil {
 		f.Close()
+		os.Remove(path) // no entry in it; the next attempt creates it again
 		return fmt.Errorf("wal: write segment magic: %w", err)
 	}
 	// The new directory entry must survive a power loss along with the data
@@ -494,14 +594,92 @@ func (w *Writer) openSegment() error {
 	return nil
 }
 
+// waitForSpace handles a write of g that found the disk full. It cuts the
+// segment back to pre (the part of g that was written), refuses new
+// reservations, and tries g again, backing off, until it fits or the writer
+// stops. Groups already written keep their durability promise: only their
+// fsync, run by the syncer meanwhile, decides it. The error is non-nil
+// only if the writer stopped first or a different failure came up; g then
+// fails with it (its records were never acknowledged).
+func (w *Writer) waitForSpace(g *Group, pre int64, err error) error {
+	w.o.Logger.Error("wal: disk full; refusing appends until space is freed", "dir", w.o.Dir, "err", err)
+	w.noSpace = err
+	w.setFull()
+	if w.o.Mode != SyncEvery {
+		w.sync() // what was written before keeps its promise meanwhile
+		if ferr := w.Err(); ferr != nil {
+			return ferr
+		}
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		if pre >= 0 {
+			if terr := w.f.Truncate(pre); terr != nil {
+				return fmt.Errorf("wal: cutting back a partial write: %w (after %v)", terr, err)
+			}
+			if _, serr := w.f.Seek(pre, io.SeekStart); serr != nil {
+				return fmt.Errorf("wal: cutting back a partial write: %w (after %v)", serr, err)
+			}
+			w.size = pre
+		}
+		select {
+		case <-time.After(backoff):
+		case <-w.stop:
+			return err
+		}
+		backoff = min(2*backoff, time.Second)
+		if pre, err = w.write(g); err == nil {
+			w.noSpace = nil
+			w.checkFree(time.Now())
+			w.setFull()
+			w.o.Logger.Info("wal: disk space available again; appends resume", "dir", w.o.Dir)
+			return nil
+		}
+		if !noSpace(err) {
+			return err
+		}
+	}
+}
+
+// checkFree probes the free space of Dir (MinFreeBytes > 0).
+func (w *Writer) checkFree(now time.Time) {
+	w.sinceFree, w.lastFree = 0, now
+	free, err := w.o.freeBytes(w.o.Dir)
+	if err != nil {
+		return // no probe on this platform: only ENOSPC stops appends
+	}
+	low := free < w.o.MinFreeBytes
+	if low != w.lowSpace {
+		if low {
+			w.o.Logger.Error("wal: free space below the minimum; refusing appends until space is freed",
+				"dir", w.o.Dir, "free_bytes", free, "min_free_bytes", w.o.MinFreeBytes)
+		} else {
+			w.o.Logger.Info("wal: free space above the minimum again; appends resume",
+				"dir", w.o.Dir, "free_bytes", free, "min_free_bytes", w.o.MinFreeBytes)
+		}
+	}
+	w.lowSpace = low
+	w.setFull()
+}
+
+// setFull publishes the writer's space state to Reserve.
+func (w *Writer) setFull() {
+	var full error
+	switch {
+	case w.noSpace != nil:
+		full = fmt.Errorf("%w: %w", ErrFull, w.noSpace)
+	case w.lowSpace:
+		full = fmt.Errorf("%w: less than %d bytes free under %s", ErrFull, w.o.MinFreeBytes, w.o.Dir)
+	}
+	w.mu.Lock()
+	w.full = full
+	w.mu.Unlock()
+}
+
 // fail poisons the writer: a WAL that cannot write cannot promise anything.
 func (w *Writer) fail(g *Group, err error) {
 	w.o.Logger.Error("wal write failed; refusing further appends", "err", err)
-	w.mu.Lock()
-	if w.failed == nil {
-		w.failed = err
-	}
-	w.mu.Unlock()
+	w.setFailed(err)
 	for _, u := range w.unsynced {
 		u.derr = err
 		close(u.durable)
@@ -542,6 +720,9 @@ func (w *Writer) markDurable() {
 }
 
 func (w *Writer) periodic(now time.Time) {
+	if w.o.MinFreeBytes > 0 && now.Sub(w.lastFree) >= time.Second {
+		w.checkFree(now)
+	}
 	if len(w.unsynced) > 0 && (w.o.Mode == SyncInterval || w.o.Mode == SyncMessages) {
 		iv := w.o.SyncInterval
 		if iv <= 0 {
@@ -592,11 +773,7 @@ func (w *Writer) rollSegment() {
 // promised (the fsyncgate lesson).
 func (w *Writer) poison(err error) {
 	w.o.Logger.Error("wal fsync failed; refusing further appends", "err", err)
-	w.mu.Lock()
-	if w.failed == nil {
-		w.failed = err
-	}
-	w.mu.Unlock()
+	w.setFailed(err)
 	for _, u := range w.unsynced {
 		u.derr = err
 		close(u.durable)
@@ -626,11 +803,7 @@ func (w *Writer) syncLoop() {
 		if err != nil {
 			err = fmt.Errorf("wal: fsync %s: %w", f.Name(), err)
 			w.o.Logger.Error("wal fsync failed; refusing further appends", "err", err)
-			w.mu.Lock()
-			if w.failed == nil {
-				w.failed = err
-			}
-			w.mu.Unlock()
+			w.setFailed(err)
 			for _, g := range gs {
 				g.derr = err
 				close(g.durable)
