@@ -37,6 +37,9 @@ type Options struct {
 	// ExtraArgs are appended to every broker's serve flags; a flag given
 	// here overrides the harness's value for it.
 	ExtraArgs []string
+	// S3Flags are extra flags of the S3 server's posix backend
+	// (s3test.WithPosixFlags).
+	S3Flags []string
 	// SASLUsers, when set, gives every broker a second listener,
 	// SASL_PLAINTEXT on a fixed port (SASLAddr), with these name:password
 	// users.
@@ -79,7 +82,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatalf("testcluster: Options.LeaseTTL %v is under etcd's 1s minimum", opts.LeaseTTL)
 	}
 	bin := testbroker.BuildBinary(t)
-	c := startServices(t)
+	c := startServices(t, opts.S3Flags...)
 	c.opts, c.bin = opts, bin
 	for range opts.Brokers {
 		c.AddBroker()
@@ -90,9 +93,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 // startServices starts etcd and S3 and creates the bucket: the part of
 // Start that needs no broker. Their cleanups are registered before any
 // broker's, so they stop after every broker.
-func startServices(t testing.TB) *Cluster {
+func startServices(t testing.TB, s3flags ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t, s3test.WithKeepAlive())}
+	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t, s3test.WithKeepAlive(), s3test.WithPosixFlags(s3flags...))}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := s3.New(ctx, c.s3.Config(Bucket)) // Config sets CreateBucket

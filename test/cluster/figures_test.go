@@ -30,6 +30,10 @@ const figuresEnv = "SLUICE_CLUSTER_FIGURES"
 // comparison, for experiments, e.g. "--gc-percent 400".
 const figuresArgsEnv = "SLUICE_FIGURES_BROKER_ARGS"
 
+// figuresS3Env adds flags to the S3 server's posix backend, e.g.
+// "--nometa" (sluice stores no object metadata).
+const figuresS3Env = "SLUICE_FIGURES_S3_FLAGS"
+
 const (
 	// figLoad is how long a measured bench run produces for: unlimited
 	// runs are sized in records from the previous run's rate.
@@ -328,9 +332,13 @@ func TestClusterFiguresLatencyThroughput(t *testing.T) {
 	if len(extra) > 0 {
 		t.Logf("extra broker flags (%s): %v", figuresArgsEnv, extra)
 	}
-	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ExtraArgs: extra})
+	s3flags := strings.Fields(os.Getenv(figuresS3Env))
+	if len(s3flags) > 0 {
+		t.Logf("S3 server posix flags (%s): %v", figuresS3Env, s3flags)
+	}
+	c := testcluster.Start(t, testcluster.Options{Brokers: 3, ExtraArgs: extra, S3Flags: s3flags})
 	keepLogs(t, c)
-	c1 := testcluster.Start(t, testcluster.Options{Brokers: 1, ExtraArgs: extra})
+	c1 := testcluster.Start(t, testcluster.Options{Brokers: 1, ExtraArgs: extra, S3Flags: s3flags})
 	keepLogs(t, c1)
 	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), append([]string{"--admin-listen", "127.0.0.1:0"}, extra...)...)
 	targets := []*target{

@@ -90,6 +90,12 @@ func WithKeepAlive() Option {
 	return func(s *Server) { s.keepAlive = true }
 }
 
+// WithPosixFlags adds flags of versitygw's posix backend (after "posix",
+// before the root directory), e.g. "--nometa".
+func WithPosixFlags(flags ...string) Option {
+	return func(s *Server) { s.posixFlags = append(s.posixFlags, flags...) }
+}
+
 // Server is one versitygw process. Stop, Start, Pause and Resume are for
 // failure tests; they are not safe for concurrent use.
 type Server struct {
@@ -99,10 +105,11 @@ type Server struct {
 	addr    string // 127.0.0.1:port, kept across restarts
 	vdomain string
 	// keepAlive: see WithKeepAlive.
-	keepAlive bool
-	cmd       *exec.Cmd
-	done      chan struct{}
-	log       *lockedBuffer
+	keepAlive  bool
+	posixFlags []string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	log        *lockedBuffer
 }
 
 // Start starts a server and stops it when the test ends.
@@ -221,7 +228,9 @@ func (s *Server) start() error {
 	if s.vdomain != "" {
 		args = append(args, "--virtual-domain", s.vdomain)
 	}
-	args = append(args, "posix", s.dir)
+	args = append(args, "posix")
+	args = append(args, s.posixFlags...)
+	args = append(args, s.dir)
 	cmd := exec.Command(s.bin, args...)
 	// versitygw reads ROOT_ACCESS_KEY and friends from the environment too;
 	// give it only what it needs so the caller's variables cannot leak in.
