@@ -35,6 +35,12 @@ type RequestHeader struct {
 	ClientID      *string
 }
 
+// frameChunk bounds what readFrame allocates ahead of the bytes that
+// arrived: a frame larger than this grows as it is read, so a size prefix
+// alone (a stalled or hostile client, another protocol's bytes) cannot make
+// the broker allocate up to the request size limit per connection.
+const frameChunk = 1 << 20
+
 // readFrame reads one size-prefixed frame. buf is reused when large enough.
 func readFrame(r io.Reader, max int32, buf []byte) ([]byte, error) {
 	var sz [4]byte
@@ -48,12 +54,31 @@ func readFrame(r io.Reader, max int32, buf []byte) ([]byte, error) {
 	if n > max {
 		return nil, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, n, max)
 	}
-	if int32(cap(buf)) < n {
-		buf = make([]byte, n)
+	if int32(cap(buf)) >= n || n <= frameChunk {
+		if int32(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
+	buf = make([]byte, 0, frameChunk)
+	for int32(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the size promised more
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }
