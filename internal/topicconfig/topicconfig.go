@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -66,6 +67,17 @@ func atLeast(min int64) func(string) error {
 		}
 		return nil
 	}
+}
+
+// kafkaVersionRE matches what Kafka's MetadataVersion.fromVersionString
+// takes: 0.8.0, 0.10.0.0, 0.10.0-IV1, 2.8, 3.0-IV1, ...
+var kafkaVersionRE = regexp.MustCompile(`^[0-3](\.[0-9]+)+(-IV[0-9]+)?$`)
+
+func kafkaVersion(v string) error {
+	if !kafkaVersionRE.MatchString(v) {
+		return errors.New("must be a Kafka version such as 2.8 or 3.0-IV1")
+	}
+	return nil
 }
 
 // between accepts lo..hi, and also any of extra.
@@ -160,6 +172,8 @@ var defs = []Def{
 		Doc: "Accepted for compatibility; leadership moves without data loss because every broker reads the same storage."},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerKey: "log.message.downconversion.enable",
 		Doc: "Accepted for compatibility; sluice serves only v2 record batches (Fetch v4 and later)."},
+	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", BrokerKey: "log.message.format.version", Check: kafkaVersion,
+		Doc: "Accepted for compatibility (deprecated by Kafka 3.0, which ignores it, and removed in 4.0); sluice stores only v2 record batches."},
 	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "",
 		Doc: "Accepted for compatibility; sluice does not replicate between brokers."},
 	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "",

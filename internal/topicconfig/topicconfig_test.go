@@ -30,6 +30,10 @@ func TestValidate(t *testing.T) {
 		{"compression.zstd.level", "23", false},
 		{"remote.log.copy.disable", "true", true},
 		{"remote.log.delete.on.disable", "maybe", false},
+		{"message.format.version", "0.10.0.0", true},
+		{"message.format.version", "2.8", true},
+		{"message.format.version", "3.0-IV1", true},
+		{"message.format.version", "latest", false},
 	}
 	for _, tc := range cases {
 		err := ValidateValue(tc.k, tc.v)
