@@ -208,7 +208,9 @@ type Config struct {
 	// freed (-1: off; a write that finds the disk full still stops
 	// appends until space is freed). Single node only.
 	MinFreeBytes int64 `yaml:"min_free_bytes"`
-	// RetentionCheckInterval is how often retention and compaction run.
+	// RetentionCheckInterval is how often retention, producer expiry and
+	// garbage collection run (Kafka's log.retention.check.interval.ms,
+	// default 5 minutes); compaction also runs every log.cleaner.backoff.ms.
 	RetentionCheckInterval time.Duration `yaml:"retention_check_interval"`
 	// ProducerIDExpiration is how long an idempotent producer's state is
 	// kept after its last write (Kafka's producer.id.expiration.ms).
@@ -254,7 +256,7 @@ func Default() Config {
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
 		WALSegmentBytes:        64 << 20,
 		MinFreeBytes:           128 << 20,
-		RetentionCheckInterval: 30 * time.Second,
+		RetentionCheckInterval: 5 * time.Minute,
 		ProducerIDExpiration:   24 * time.Hour,
 		TopicDefaults:          map[string]string{},
 		Groups: Groups{

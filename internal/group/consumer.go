@@ -226,7 +226,7 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, r ConsumerHeartbeat
 		ch <- res
 		return ch
 	}
-	c.persistOrdered(g, recs, func(err error) {
+	c.persist(g, recs, func(_ int64, err error) {
 		if err != nil && res.Err == nil {
 			res = ConsumerHeartbeatResult{Err: err, MemberID: r.MemberID, MemberEpoch: r.MemberEpoch}
 		}
@@ -648,7 +648,7 @@ func (g *group) tickConsumer(now time.Time) {
 	}
 	if len(recs) > 0 {
 		g.syncConsumerState(now)
-		g.c.persistOrdered(g, recs, func(error) {})
+		g.c.persist(g, recs, func(int64, error) {})
 	}
 }
 
@@ -699,10 +699,14 @@ func (g *group) consumerState() string {
 	return "Stable"
 }
 
-// persistOrdered appends recs after every record queued before them for g
-// (consumer group records must replay in the order they were made); done
-// runs with g locked once they are durable.
-func (c *Coordinator) persistOrdered(g *group, recs []kmsg.Record, done func(error)) {
+// persist appends recs after every record queued before them for g, so a
+// group's records reach the offsets topic in the order its requests made
+// them (Kafka appends under the group lock): pipelined OffsetCommits of one
+// partition land in request order, and consumer group records replay in
+// the order they were made. Writes queued while one is in flight go out
+// together in one append. done runs with g locked once recs are durable,
+// with the offset of recs[0] in the log.
+func (c *Coordinator) persist(g *group, recs []kmsg.Record, done func(base int64, err error)) {
 	g.wq = append(g.wq, pendingWrite{recs: recs, done: done})
 	if g.writing {
 		return
@@ -725,13 +729,14 @@ func (c *Coordinator) persistOrdered(g *group, recs []kmsg.Record, done func(err
 				for _, w := range q {
 					all = append(all, w.recs...)
 				}
-				_, err := c.write(part, all)
+				base, err := c.write(part, all)
 				if err != nil && !c.closed.Load() {
-					c.logger.Warn("writing consumer group state failed", "group", g.id, "err", err)
+					c.logger.Warn("writing group state failed", "group", g.id, "err", err)
 				}
 				g.mu.Lock()
 				for _, w := range q {
-					w.done(err)
+					w.done(base, err)
+					base += int64(len(w.recs))
 				}
 				c.unlock(g)
 			}
@@ -741,7 +746,7 @@ func (c *Coordinator) persistOrdered(g *group, recs []kmsg.Record, done func(err
 
 type pendingWrite struct {
 	recs []kmsg.Record
-	done func(error)
+	done func(base int64, err error)
 }
 
 // TopicAssignment is partitions of one topic in ConsumerGroupDescribe.

@@ -267,23 +267,6 @@ func (c *Coordinator) write(part int32, recs []kmsg.Record) (int64, error) {
 	return base, nil
 }
 
-// persist queues an append of recs for after g is unlocked; done runs with
-// g locked again.
-func (c *Coordinator) persist(g *group, recs []kmsg.Record, done func(base int64, err error)) {
-	part := g.part
-	g.later(func() {
-		c.spawn(func() {
-			base, err := c.write(part, recs)
-			if err != nil && !c.closed.Load() {
-				c.logger.Warn("writing group state failed", "group", g.id, "err", err)
-			}
-			g.mu.Lock()
-			done(base, err)
-			c.unlock(g)
-		})
-	})
-}
-
 // storeGroup persists g's metadata (with assignments when given).
 func (c *Coordinator) storeGroup(g *group, assignments map[string][]byte, now time.Time, done func(error)) {
 	g.hasStored = true
@@ -354,7 +337,7 @@ func (c *Coordinator) Join(ctx context.Context, r JoinRequest) <-chan JoinResult
 		if len(g.cg.members) > 0 {
 			return fail(fmt.Errorf("%w: %s is a consumer-protocol group", ErrInconsistentProtocol, r.Group), r.MemberID)
 		}
-		c.persistOrdered(g, g.toClassic(), func(error) {})
+		c.persist(g, g.toClassic(), func(int64, error) {})
 	}
 	if r.MemberID == "" {
 		return g.joinUnknown(r, ch, fail, now)

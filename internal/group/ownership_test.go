@@ -371,3 +371,39 @@ func TestOwnershipClaimed(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedCommitsLandInOrder: commits issued one after another without
+// waiting (a client pipelining async OffsetCommits on one connection, as
+// librdkafka's 0030 test does) take effect in the order they were issued:
+// the last one is what is committed, and what a reload from the log finds.
+func TestPipelinedCommitsLandInOrder(t *testing.T) {
+	ctx := context.Background()
+	store := newEngineStore(t)
+	c := newOwned(t, store)
+	g := groupsIn(1, 1)[0]
+	if err := c.OwnPartition(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var chs []<-chan []error
+	for i := int64(1); i <= n; i++ {
+		chs = append(chs, c.Commit(ctx, CommitRequest{Group: g, Generation: -1, RetentionMs: -1, Version: 8,
+			Partitions: []CommitPartition{{Topic: "t", Partition: 0, Offset: i, LeaderEpoch: -1}}}))
+	}
+	for i, ch := range chs {
+		if errs := recv(t, ch, fmt.Sprintf("commit %d", i+1)); errs[0] != nil {
+			t.Fatalf("commit %d: %v", i+1, errs[0])
+		}
+	}
+	if got, err := fetchOne(c, g); err != nil || got != n {
+		t.Fatalf("committed offset after %d pipelined commits: %d, %v; want %d", n, got, err, n)
+	}
+	// A new owner replays the log and must find the same.
+	c.DisownPartition(1)
+	if err := c.OwnPartition(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fetchOne(c, g); err != nil || got != n {
+		t.Fatalf("committed offset after reloading from the log: %d, %v; want %d", got, err, n)
+	}
+}

@@ -33,7 +33,7 @@ type Config struct {
 	// BrokerDefaults are broker-level topic config defaults keyed by topic
 	// config name (e.g. "retention.ms").
 	BrokerDefaults         map[string]string
-	RetentionCheckInterval time.Duration    // default 30s
+	RetentionCheckInterval time.Duration    // default 5m, as Kafka's log.retention.check.interval.ms
 	Now                    func() time.Time // nil = time.Now
 	// CleanerBackoff is the pause between compaction passes, in addition
 	// to the one of each retention check, until SetCleanerBackoff changes
@@ -96,7 +96,7 @@ func DefaultConfig(dir string) Config {
 		WALSegmentBytes:        64 << 20,
 		MinFreeBytes:           128 << 20,
 		RollInterval:           time.Minute,
-		RetentionCheckInterval: 30 * time.Second,
+		RetentionCheckInterval: 5 * time.Minute,
 		AsyncBacklogBytes:      64 << 20,
 		TailBytesPerPartition:  1 << 20,
 		TailBytesTotal:         256 << 20,
