@@ -1,9 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -474,3 +478,44 @@ func TestUnsupportedStore(t *testing.T) {
 		t.Fatalf("Start over a store without leases = %v, want ErrUnsupportedStore", err)
 	}
 }
+
+// TestAcquireOfDeletedPartition: an Acquire that finds the partition's
+// topic deleted (ErrPartitionGone) gives the leadership up like any
+// failure, but is logged as the expected race it is, not as a failure.
+func TestAcquireOfDeletedPartition(t *testing.T) {
+	c := newCluster(t, time.Second, 4)
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	c.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	n1 := c.start(1)
+	nodes := []*testNode{n1}
+	eventually(t, settle, "every partition led", func() error { return c.settled(nodes) })
+	gone := c.parts[0]
+	failed := false
+	n1.rec.setFail(func(tp TopicPartition, epoch int32) error {
+		if tp == gone && !failed {
+			failed = true
+			return fmt.Errorf("%w: log: unknown topic or partition", ErrPartitionGone)
+		}
+		return nil
+	})
+	n1.node.Relinquish(gone)
+	eventually(t, settle, "the partition led again", func() error { return c.settled(nodes) })
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if !strings.Contains(out, "partition deleted while its leadership was acquired") {
+		t.Errorf("no info line for the deleted partition in:\n%s", out)
+	}
+	if strings.Contains(out, "level=WARN msg=\"Acquire failed") {
+		t.Errorf("a deleted partition was logged as a failed Acquire:\n%s", out)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

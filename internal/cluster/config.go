@@ -16,6 +16,10 @@ var (
 	// ErrUnsupportedStore: the meta store has no leases or no watches (the
 	// embedded backend); cluster mode needs etcd.
 	ErrUnsupportedStore = errors.New("cluster: meta store does not support leases and watches")
+	// ErrPartitionGone: returned (wrapped) by Handler.Acquire when the
+	// partition's topic was deleted meanwhile, an expected race that is
+	// logged as such rather than as a failure.
+	ErrPartitionGone = errors.New("cluster: the partition no longer exists")
 )
 
 // DefaultLeaseTTL is the membership and leadership lease when Config.LeaseTTL

@@ -104,7 +104,11 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		}
 		failures := p.failures
 		n.mu.Unlock()
-		log.Warn("Acquire failed; giving the leadership up", "err", err, "failures", failures)
+		if errors.Is(err, ErrPartitionGone) {
+			log.Info("partition deleted while its leadership was acquired; giving the leadership up", "err", err)
+		} else {
+			log.Warn("Acquire failed; giving the leadership up", "err", err, "failures", failures)
+		}
 		n.deleteLeader(n.ctx, t)
 		n.notify()
 		return

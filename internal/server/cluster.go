@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -118,6 +119,9 @@ func (g *clusterGlue) pushPartitions() {
 // coordinator state kept in it.
 func (g *clusterGlue) Acquire(ctx context.Context, tp cluster.TopicPartition, epoch int32) error {
 	if err := g.engine.Acquire(ctx, tp.Topic, tp.Partition, epoch); err != nil {
+		if errors.Is(err, log.ErrUnknownTopicOrPartition) {
+			return fmt.Errorf("%w: %v", cluster.ErrPartitionGone, err)
+		}
 		return err
 	}
 	switch tp.Topic {
