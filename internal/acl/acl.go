@@ -209,28 +209,43 @@ func (a *Authorizer) Watch(ctx context.Context) {
 	meta.FollowKeys(ctx, a.md, keyPrefix, a.logger, a.sync, a.apply)
 }
 
+// sync replaces every binding with kvs at once: checks meanwhile see either
+// the old set or the new one, never an empty one.
 func (a *Authorizer) sync(kvs []meta.KV) {
-	a.mu.Lock()
-	clear(a.bindings)
-	a.mu.Unlock()
+	bindings := make(map[string]Binding, len(kvs))
 	for _, kv := range kvs {
-		a.apply(strings.TrimPrefix(kv.Key, keyPrefix), kv.Value)
+		name := strings.TrimPrefix(kv.Key, keyPrefix)
+		if b, ok := a.parse(name, kv.Value); ok {
+			bindings[name] = b
+		}
 	}
+	a.mu.Lock()
+	a.bindings = bindings
+	a.mu.Unlock()
 }
 
 func (a *Authorizer) apply(name string, v []byte) {
+	b, ok := a.parse(name, v)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if v == nil {
+	if ok {
+		a.bindings[name] = b
+	} else {
 		delete(a.bindings, name)
-		return
 	}
+}
+
+// parse decodes a stored binding; false for a removed (nil) or malformed one.
+func (a *Authorizer) parse(name string, v []byte) (Binding, bool) {
 	var b Binding
+	if v == nil {
+		return b, false
+	}
 	if err := json.Unmarshal(v, &b); err != nil || b.Validate() != nil {
 		a.logger.Warn("ignoring a malformed ACL record", "key", keyPrefix+name)
-		return
+		return b, false
 	}
-	a.bindings[name] = b
+	return b, true
 }
 
 // Create stores bindings; the error of each, in order, is nil or wraps

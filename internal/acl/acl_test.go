@@ -187,3 +187,37 @@ func FuzzBindingRecord(f *testing.F) {
 		a.Authorized("User:alice", "10.0.0.1", kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, "orders-eu")
 	})
 }
+
+// TestResyncNeverEmpty: a resync (the watch starting over) swaps the whole
+// set at once; a check meanwhile never sees no ACLs, which with
+// allow_everyone_if_no_acl_found would allow anything.
+func TestResyncNeverEmpty(t *testing.T) {
+	ctx := context.Background()
+	a, md := newAuth(t, Config{Enabled: true, AllowIfNoACL: true})
+	deny := allow(topic, "secret", literal, "User:bob", kmsg.ACLOperationRead)
+	deny.Permission = kmsg.ACLPermissionTypeDeny
+	if err := a.Create(ctx, []Binding{deny})[0]; err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := md.List(ctx, keyPrefix)
+	if err != nil || len(kvs) != 1 {
+		t.Fatalf("stored bindings: %v, %v", kvs, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			a.sync(kvs)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if a.Authorized("User:bob", "h", kmsg.ACLOperationRead, topic, "secret") {
+			t.Fatal("a check during a resync saw no ACLs and allowed a denied read")
+		}
+	}
+}

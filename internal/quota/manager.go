@@ -59,34 +59,49 @@ func (m *Manager) Watch(ctx context.Context) {
 	meta.FollowKeys(ctx, m.md, keyPrefix, m.logger, m.sync, m.apply)
 }
 
+// sync replaces every quota with kvs at once: requests meanwhile see either
+// the old quotas or the new ones, never none.
 func (m *Manager) sync(kvs []meta.KV) {
-	m.mu.Lock()
-	clear(m.quotas)
-	m.mu.Unlock()
+	quotas := make(map[string]entry, len(kvs))
 	for _, kv := range kvs {
-		m.apply(strings.TrimPrefix(kv.Key, keyPrefix), kv.Value)
+		k := strings.TrimPrefix(kv.Key, keyPrefix)
+		if e, ok := m.parse(k, kv.Value); ok {
+			quotas[k] = e
+		}
 	}
+	m.mu.Lock()
+	m.quotas = quotas
+	m.mu.Unlock()
 }
 
 // apply installs one entity's stored record (nil: removed).
 func (m *Manager) apply(k string, v []byte) {
+	e, ok := m.parse(k, v)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if v == nil {
+	if ok {
+		m.quotas[k] = e
+	} else {
 		delete(m.quotas, k)
-		return
+	}
+}
+
+// parse decodes a stored record; false for a removed (nil) or bad one.
+func (m *Manager) parse(k string, v []byte) (entry, bool) {
+	if v == nil {
+		return entry{}, false
 	}
 	e, err := parseKey(k)
 	if err != nil {
 		m.logger.Error("bad client quota record; ignored", "key", k, "err", err)
-		return
+		return entry{}, false
 	}
 	vals := map[string]float64{}
 	if err := json.Unmarshal(v, &vals); err != nil {
 		m.logger.Error("bad client quota record; ignored", "key", k, "err", err)
-		return
+		return entry{}, false
 	}
-	m.quotas[k] = entry{entity: e, values: vals}
+	return entry{entity: e, values: vals}, true
 }
 
 // Op changes one quota key of an entity: sets Value, or removes the key.
