@@ -274,6 +274,10 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 // Each response is written as soon as it is complete: holding it back to
 // share a syscall with the next would make it wait for that request too
 // (a produce behind another's group commit, a long-polling fetch).
+// connBufMax is the largest response buffer a connection keeps for itself;
+// larger ones go back to the server's shared pool.
+const connBufMax = 1 << 20
+
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	var buf []byte
@@ -312,13 +316,24 @@ func (c *conn) writeLoop() {
 				}
 			}
 		}
-		buf = appendResponse(buf[:0], p.hdr, resp, p.apiVersionsV0Fallback)
-		if _, err := c.nc.Write(buf); err != nil || p.closeAfter {
+		// A Fetch response is encoded into a pooled buffer; others into
+		// the connection's own, which never grows past connBufMax.
+		out, pooled := buf[:0], false
+		if p.hdr.APIKey == int16(kmsg.Fetch) {
+			if b, ok := c.srv.bigBufs.Get().(*[]byte); ok {
+				out, pooled = (*b)[:0], true
+			}
+		}
+		out = appendResponse(out, p.hdr, resp, p.apiVersionsV0Fallback)
+		_, err := c.nc.Write(out)
+		if pooled || cap(out) > connBufMax {
+			c.srv.bigBufs.Put(&out) // never buf's array: that stays under connBufMax
+		} else {
+			buf = out
+		}
+		if err != nil || p.closeAfter {
 			c.close()
 			continue // drain the queue so the reader can exit
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil
 		}
 	}
 }

@@ -115,6 +115,11 @@ type Server struct {
 	lns   []net.Listener
 	conns map[*conn]struct{}
 	wg    sync.WaitGroup
+
+	// bigBufs holds response buffers over connBufMax (*[]byte), shared by
+	// all connections so that a large Fetch response reuses memory instead
+	// of growing a fresh buffer, while an idle connection keeps little.
+	bigBufs sync.Pool
 }
 
 // NewServer builds the front-end over b, the group coordinator groups and

@@ -2,13 +2,16 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/wal"
 	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
@@ -191,4 +194,81 @@ func TestRollBackpressure(t *testing.T) {
 	close(gs.gate)
 	<-done
 	checkSeq(t, readAll(t, p, 1<<20), 400, "b")
+}
+
+// TestReadDenseWAL reads an adopted WAL segment that one partition had to
+// itself (batch sizes come from the index, one read per fetch) at every
+// offset, mid-batch ones included, and under several byte limits, and
+// checks the answers against the batches appended.
+func TestReadDenseWAL(t *testing.T) {
+	v := newEnv(t)
+	v.cfg = func(c *Config) { c.TailBytesPerPartition = -1 }
+	e := v.open()
+	e.CreateTopic(bg, "t", 1, nil)
+	p, _ := e.Partition("t", 0)
+	var sizes []int // bytes of batch i; batch i holds offsets 3i..3i+2
+	for i := 0; i < 40; i++ {
+		b := mkBatch(t, int8(i%5), int64(1000+i), 3, nil, fmt.Sprintf("v%d", i))
+		sizes = append(sizes, len(b))
+		mustAppend(t, p, b)
+	}
+	if err := e.forceRoll(bg); err != nil {
+		t.Fatal(err)
+	}
+	if adopted, _ := objectKinds(e); adopted != 1 {
+		t.Fatalf("%d adopted objects, want 1", adopted)
+	}
+	for off := int64(0); off < 120; off++ {
+		for _, mb := range []int32{1, 300, 1000, 1 << 20} {
+			r, err := p.Read(bg, off, mb, true)
+			if err != nil {
+				t.Fatalf("read at %d: %v", off, err)
+			}
+			// Whole batches from the one holding off, as many as fit.
+			first := int(off / 3)
+			want, n := 0, 0
+			for i := first; i < len(sizes) && (n == 0 || want+sizes[i] <= int(mb)); i++ {
+				want += sizes[i]
+				n++
+			}
+			if len(r.Records) != want {
+				t.Fatalf("read at %d max %d: %d bytes, want %d (%d batches)", off, mb, len(r.Records), want, n)
+			}
+			for b, i := r.Records, first; len(b) > 0; i++ {
+				sz, err := batch.Size(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, recs, err := batch.Records(b[:sz])
+				if err != nil || h.BaseOffset != int64(3*i) || len(recs) != 3 ||
+					string(recs[0].Value) != fmt.Sprintf("v%d-0", i) {
+					t.Fatalf("read at %d: batch %d base %d, %d records, %v", off, i, h.BaseOffset, len(recs), err)
+				}
+				b = b[sz:]
+			}
+		}
+	}
+	var x *extent
+	p.mu.RLock()
+	x = p.extents[0]
+	p.mu.RUnlock()
+	if x.dense.Load() != walDense {
+		t.Fatalf("extent density %d, want dense", x.dense.Load())
+	}
+
+	// A batch whose header disagrees with the index is an error, not a
+	// wrong answer.
+	path := filepath.Join(v.dir, "objects", x.obj.key)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := x.Pos + int64((*x.idx.Load())[5].RelPos)
+	if _, err := f.WriteAt([]byte{0xff}, pos+3); err != nil { // base offset
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := p.Read(bg, 15, 1<<20, true); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "disagree") {
+		t.Fatalf("read of a corrupt batch: %v", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/log/wal"
 	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
@@ -31,7 +32,15 @@ type extent struct {
 	segment.Extent
 	obj *object
 	idx atomic.Pointer[[]segment.IndexEntry] // loaded lazily from the footer
+	// dense caches whether an extent of an adopted WAL segment is one run
+	// of this partition's entries (walDense, walSparse; 0: not known yet).
+	dense atomic.Int32
 }
+
+const (
+	walDense  = 1
+	walSparse = 2
+)
 
 func sortExtents(x []*extent) {
 	sort.Slice(x, func(i, j int) bool { return x[i].Base < x[j].Base })
@@ -267,6 +276,13 @@ func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, max
 	}
 	j := sort.Search(len(idx), func(j int) bool { return idx[j].Offset > offset }) - 1
 	j = max(j, 0)
+	dense, err := e.walDense(ctx, x, idx)
+	if err != nil {
+		return nil, false, err
+	}
+	if dense {
+		return e.readDenseWAL(ctx, x, idx, j, offset, maxBytes, minOne)
+	}
 	type span struct{ pos, size int64 }
 	var spans []span
 	total := int64(0)
@@ -300,6 +316,96 @@ func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, max
 		}
 	}
 	return out, true, nil
+}
+
+// walDense reports whether x's batches follow each other in the segment
+// with only their entry headers between them, as they do when one
+// partition had the segment to itself for the extent's span. Every gap
+// between two index entries is at least the first batch's size plus an
+// entry header, so the gaps add up to the extent's size (less the last
+// batch) only if every gap is exactly that.
+func (e *Engine) walDense(ctx context.Context, x *extent, idx []segment.IndexEntry) (bool, error) {
+	switch x.dense.Load() {
+	case walDense:
+		return true, nil
+	case walSparse:
+		return false, nil
+	}
+	n := len(idx)
+	if n == 0 {
+		return false, nil
+	}
+	_, _, _, lastSize, err := e.walBatch(ctx, x, idx, n-1)
+	if err != nil {
+		return false, err
+	}
+	dense := int64(idx[n-1].RelPos)-int64(n-1)*wal.EntryHeaderSize == x.Size-lastSize
+	for i := 1; dense && i < n; i++ {
+		dense = int64(idx[i].RelPos)-int64(idx[i-1].RelPos) >= wal.EntryHeaderSize+batch.HeaderSize
+	}
+	if dense {
+		x.dense.Store(walDense)
+	} else {
+		x.dense.Store(walSparse)
+	}
+	return dense, nil
+}
+
+// readDenseWAL is readWALExtent for a dense extent: batch sizes come from
+// the index, so the batches to return are read with one read straight
+// from the store (the page cache, for the local store that adopts WAL
+// segments) and the entry headers between them are squeezed out in place.
+// Each batch's header is checked against the index.
+func (e *Engine) readDenseWAL(ctx context.Context, x *extent, idx []segment.IndexEntry, j int, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+	n := len(idx)
+	size := func(i int) int64 {
+		if i == n-1 {
+			return x.Size - (int64(idx[n-1].RelPos) - int64(n-1)*wal.EntryHeaderSize)
+		}
+		return int64(idx[i+1].RelPos) - int64(idx[i].RelPos) - wal.EntryHeaderSize
+	}
+	if offset != idx[j].Offset {
+		// The batch at j holds offset unless offset falls in a gap of
+		// offsets after it.
+		var h [batch.HeaderSize]byte
+		if err := e.store.ReadAt(ctx, x.obj.key, h[:], x.Pos+int64(idx[j].RelPos)); err != nil {
+			return nil, false, err
+		}
+		if idx[j].Offset+int64(int32(binary.BigEndian.Uint32(h[batch.OffLastOffsetDelta:]))) < offset {
+			if j++; j == n {
+				return nil, false, nil
+			}
+		}
+	}
+	k, total := j, int64(0)
+	for ; k < n; k++ {
+		s := size(k)
+		if total+s > int64(maxBytes) && !(k == j && minOne) {
+			break
+		}
+		total += s
+	}
+	if k == j {
+		return nil, true, nil
+	}
+	start := int64(idx[j].RelPos)
+	end := int64(idx[k-1].RelPos) + size(k-1)
+	buf := make([]byte, end-start)
+	if err := e.store.ReadAt(ctx, x.obj.key, buf, x.Pos+start); err != nil {
+		return nil, false, err
+	}
+	w := 0
+	for i := j; i < k; i++ {
+		rel, s := int64(idx[i].RelPos)-start, size(i)
+		h := buf[rel:]
+		if s < batch.HeaderSize || int64(len(h)) < s ||
+			int64(binary.BigEndian.Uint64(h)) != idx[i].Offset ||
+			batch.LogOverhead+int64(int32(binary.BigEndian.Uint32(h[8:]))) != s {
+			return nil, false, fmt.Errorf("%w: index and batch disagree in %s", ErrCorruptMessage, x.obj.key)
+		}
+		w += copy(buf[w:], h[:s])
+	}
+	return buf[:w:w], true, nil
 }
 
 // extentData returns all of x's batches, back to back.
