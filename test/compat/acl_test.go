@@ -206,6 +206,18 @@ func TestACLEnforcement(t *testing.T) {
 	}
 	wantCode(t, "metadata for "+secret, mresp.(*kmsg.MetadataResponse).Topics[0].ErrorCode, kerr.TopicAuthorizationFailed)
 
+	// DescribeTopicPartitions likewise: every topic means orders only;
+	// secret by name is TOPIC_AUTHORIZATION_FAILED, without its ID.
+	dtp := describeTopicPartitions(t, br, 2000, nil)
+	if len(dtp.Topics) != 1 || *dtp.Topics[0].Topic != orders || dtp.Topics[0].AuthorizedOperations != 1<<3|1<<4|1<<8 {
+		t.Errorf("alice's DescribeTopicPartitions of every topic: %+v", dtp.Topics)
+	}
+	dtp = describeTopicPartitions(t, br, 2000, nil, secret, orders)
+	if len(dtp.Topics) != 2 || *dtp.Topics[0].Topic != orders || *dtp.Topics[1].Topic != secret || dtp.Topics[1].TopicID != ([16]byte{}) {
+		t.Fatalf("alice's DescribeTopicPartitions of %s and %s: %+v", secret, orders, dtp.Topics)
+	}
+	wantCode(t, "DescribeTopicPartitions of "+secret, dtp.Topics[1].ErrorCode, kerr.TopicAuthorizationFailed)
+
 	// Creating a topic or describing the cluster's configs needs more.
 	ct, err := kadm.NewClient(alice).CreateTopic(ctx, 1, 1, nil, "orders-new")
 	if err == nil {
