@@ -21,7 +21,7 @@ import (
 // Framing errors. Any of them closes the connection: the byte stream can no
 // longer be trusted to be at a frame boundary.
 var (
-	ErrFrameTooLarge   = errors.New("kafka: request frame exceeds max_request_bytes")
+	ErrFrameTooLarge   = errors.New("kafka: request frame too large")
 	ErrFrameInvalid    = errors.New("kafka: invalid request frame")
 	ErrUnknownAPI      = errors.New("kafka: unknown api key")
 	ErrUnsupportedVers = errors.New("kafka: unsupported api version")
@@ -185,6 +185,10 @@ func (c *conn) close() {
 	})
 }
 
+// maxPreAuthBytes bounds a request on a SASL listener before the client
+// has authenticated (Kafka's sasl.server.max.receive.size default).
+const maxPreAuthBytes = 512 << 10
+
 func (c *conn) serve(ctx context.Context) {
 	defer c.close()
 	c.wg.Add(1)
@@ -201,9 +205,22 @@ func (c *conn) serve(ctx context.Context) {
 		// Each frame gets its own buffer: kmsg's ReadFrom keeps sub-slices
 		// (record batches) of its input, and handlers may still hold them
 		// while the next request is read, so reuse would need a copy.
-		frame, err := readFrame(br, c.srv.cfg.MaxRequestBytes, nil)
+		limit := c.srv.cfg.MaxRequestBytes
+		if c.listener.SASL != nil && c.user.Load() == nil {
+			// Before authentication only small requests (ApiVersions,
+			// the SASL exchange) are expected, as Kafka's
+			// sasl.server.max.receive.size has it.
+			limit = min(limit, maxPreAuthBytes)
+		}
+		frame, err := readFrame(br, limit, nil)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			switch {
+			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameInvalid):
+				// As Kafka's InvalidReceiveException: worth a line, since
+				// a client is speaking another protocol or misconfigured.
+				c.srv.metrics.badRequests.Inc()
+				c.logger.Info("closing connection after bad frame", "err", err, "limit", limit)
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.logger.Debug("closing connection", "err", err)
 			}
 			return

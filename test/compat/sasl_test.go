@@ -421,3 +421,34 @@ func TestSASLReauthentication(t *testing.T) {
 		t.Error("metadata after the session ended was answered")
 	}
 }
+
+// TestSASLPreAuthLimit: before a client has authenticated, a SASL listener
+// takes frames of at most 512 KiB (Kafka's sasl.server.max.receive.size)
+// and closes the connection on a larger one without reading it; once
+// authenticated, the client's requests are bounded by max_request_bytes
+// again (a 900 KB record goes through).
+func TestSASLPreAuthLimit(t *testing.T) {
+	b, saslAddr := startSASLBroker(t)
+	topic := topicName(t)
+	testbroker.CreateTopic(t, b.Addr(), topic, 1, map[string]string{"max.message.bytes": "2000000"})
+
+	c := dial(t, saslAddr)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(binary.BigEndian.AppendUint32(nil, 600<<10)); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, c, "a 600 KiB frame before authentication")
+
+	// A small frame on a new connection is still answered.
+	c = dial(t, saslAddr)
+	if _, err := rawFrame(t, c, requestFrame(kmsg.NewPtrApiVersionsRequest())); err != nil {
+		t.Fatalf("ApiVersions before authentication: %v", err)
+	}
+
+	cl := testbroker.NewClient(t, saslAddr, kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()),
+		kgo.ProducerBatchMaxBytes(2_000_000))
+	big := make([]byte, 900_000)
+	if err := cl.ProduceSync(ctxFor(t, time.Minute), &kgo.Record{Topic: topic, Value: big}).FirstErr(); err != nil {
+		t.Fatalf("a 900 KB record after authentication: %v", err)
+	}
+}
