@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/spf13/cobra"
 )
@@ -13,7 +14,7 @@ import (
 func Command() *cobra.Command {
 	cfg := DefaultConfig()
 	var verbose bool
-	var cpuProfile string
+	var cpuProfile, traceFile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Produce and consume a fixed workload and report throughput and latency",
@@ -52,6 +53,17 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 					return fmt.Errorf("cpuprofile: %w", err)
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if traceFile != "" {
+				f, err := os.Create(traceFile)
+				if err != nil {
+					return fmt.Errorf("trace: %w", err)
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return fmt.Errorf("trace: %w", err)
+				}
+				defer trace.Stop()
 			}
 			res, err := Run(cmd.Context(), cfg, logger)
 			if res != nil {
@@ -93,6 +105,7 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	f.StringVar(&cfg.DiskBWDir, "disk-bw", cfg.DiskBWDir, "also measure direct-write bandwidth of the disk holding this directory")
 	f.Int64Var(&cfg.DiskBWBytes, "disk-bw-size", cfg.DiskBWBytes, "bytes to write per --disk-bw mode")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the load driver to this file")
+	f.StringVar(&traceFile, "trace", "", "write an execution trace of the load driver to this file (go tool trace)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log progress to stderr")
 	cmd.AddCommand(serveKfakeCommand())
 	return cmd
