@@ -9,12 +9,15 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
-// ListOffsets v1-v8. v1 is the KIP-896 floor; v2 adds isolation level; v6+
-// flexible; v7 adds max timestamp (-3, KIP-734); v8 earliest-local (-4,
-// KIP-405), which equals earliest here because all data is in one tier.
-// Latest (-1) is answered once the appends made before the request are
-// durable (at most latestWait), off the connection's read path.
-func init() { register(kmsg.ListOffsets, 1, 8, handleListOffsets) }
+// ListOffsets v1-v11. v1 is the KIP-896 floor; v2 adds isolation level;
+// v6+ flexible; v7 adds max timestamp (-3, KIP-734); v8 earliest-local (-4,
+// KIP-405), which equals earliest here because all data is in one tier;
+// v9 latest-tiered (-5, KIP-1005) and v11 earliest-pending-upload (-6,
+// KIP-1023) answer offset -1, as from a Kafka topic without remote
+// storage; v10's timeout (KIP-1075) bounds remote lookups, which there are
+// none of. Latest (-1) is answered once the appends made before the
+// request are durable (at most latestWait), off the connection's read path.
+func init() { register(kmsg.ListOffsets, 1, 11, handleListOffsets) }
 
 // latestWait bounds how long ListOffsets(latest) waits for appends made
 // before it to become durable; after it, it answers the high watermark as
@@ -75,7 +78,7 @@ func handleListOffsets(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					sp.LeaderEpoch = p.LeaderEpoch()
 				}
 			default:
-				if rp.Timestamp < 0 {
+				if rp.Timestamp < 0 { // -5, -6: nothing in a remote tier
 					sp.ErrorCode = 0
 					sp.Offset = -1
 					break

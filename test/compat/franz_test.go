@@ -215,7 +215,8 @@ func TestFranzListOffsetsByTime(t *testing.T) {
 
 // TestListOffsetsSpecial covers the ListOffsets lookups that are not a
 // plain time: a time after every record (offset -1, as Kafka answers), the
-// max-timestamp lookup (-3, KIP-734), earliest (-2) and latest (-1).
+// max-timestamp lookup (-3, KIP-734), earliest (-2), latest (-1), and
+// the tiered-storage ones (-4, -5, -6) at the newest version.
 func TestListOffsetsSpecial(t *testing.T) {
 	b := startBroker(t)
 	topic := topicName(t)
@@ -261,6 +262,17 @@ func TestListOffsetsSpecial(t *testing.T) {
 	}
 	if p := ask(-1); p.Offset != 5 {
 		t.Errorf("ListOffsets latest (-1): offset %d, want 5", p.Offset)
+	}
+	// The tiered-storage lookups (v8+, v9+, v11+) answer as a Kafka
+	// partition without remote storage: earliest-local is the log start,
+	// latest-tiered and earliest-pending-upload are -1.
+	if p := ask(-4); p.Offset != 0 {
+		t.Errorf("ListOffsets earliest-local (-4): offset %d, want 0", p.Offset)
+	}
+	for _, ts := range []int64{-5, -6} {
+		if p := ask(ts); p.Offset != -1 || p.LeaderEpoch != -1 {
+			t.Errorf("ListOffsets(%d): offset %d epoch %d, want -1 and -1", ts, p.Offset, p.LeaderEpoch)
+		}
 	}
 }
 
