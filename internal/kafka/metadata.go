@@ -9,11 +9,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
-// Metadata v0-v12. v4+ carries allow_auto_topic_creation (before v4 topics
+// Metadata v0-v13. v4+ carries allow_auto_topic_creation (before v4 topics
 // are always auto-created when the broker allows it); v10+ topic ids; v12
-// lets a topic be named by id only. The request that auto-creates a topic
-// gets LEADER_NOT_AVAILABLE for it, as from Kafka; the next finds it.
-func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
+// lets a topic be named by id only; v13 adds a top-level error code
+// (KIP-1102), which only asks a client to rebootstrap and is always 0
+// here. The request that auto-creates a topic gets LEADER_NOT_AVAILABLE
+// for it, as from Kafka; the next finds it.
+func init() { register(kmsg.Metadata, 0, 13, handleMetadata) }
 
 func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.MetadataRequest)
