@@ -7,8 +7,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeCluster v0-v1 (flexible from v0; v1 adds the endpoint type).
-func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
+// DescribeCluster v0-v2 (flexible from v0; v1 adds the endpoint type; v2
+// asks for fenced brokers too and marks them). A sluice broker is listed
+// while its membership lease lives and is gone once it lapses: there is no
+// registered-but-fenced state, so every broker listed is unfenced and the
+// v2 flag changes nothing.
+func init() { register(kmsg.DescribeCluster, 0, 2, handleDescribeCluster) }
 
 func handleDescribeCluster(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeClusterRequest)

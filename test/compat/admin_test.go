@@ -272,6 +272,12 @@ func TestAdmin(t *testing.T) {
 		if r := md.Brokers[0].Rack; r == nil || *r != "rack-a" {
 			t.Errorf("Metadata broker rack %v, want rack-a", r)
 		}
+		// v2 with fenced brokers asked for: the same live broker, unfenced.
+		req.IncludeFencedBrokers = true
+		resp = request[*kmsg.DescribeClusterResponse](t, br, req)
+		if resp.Version < 2 || len(resp.Brokers) != 1 || resp.Brokers[0].IsFenced {
+			t.Errorf("DescribeCluster v%d with fenced brokers: %+v", resp.Version, resp.Brokers)
+		}
 	})
 
 	t.Run("OffsetForLeaderEpoch", func(t *testing.T) {
