@@ -705,10 +705,14 @@ type Description struct {
 	ProtocolType string
 	Protocol     string
 	Members      []DescribedMember
+	// Absent is set for a group that does not exist, NotClassic for one
+	// run by the consumer protocol (KIP-848). Both are reported Dead;
+	// DescribeGroups v6+ turns them into GROUP_ID_NOT_FOUND.
+	Absent, NotClassic bool
 }
 
-// Describe describes groups; unknown groups are reported Dead, as Kafka
-// does.
+// Describe describes classic groups; unknown groups, and groups of the
+// consumer protocol, are reported Dead, as Kafka does.
 func (c *Coordinator) Describe(ids []string) []Description {
 	out := make([]Description, 0, len(ids))
 	for _, id := range ids {
@@ -730,12 +734,14 @@ func (c *Coordinator) Describe(ids []string) []Description {
 			continue
 		}
 		if g == nil {
+			d.Absent = true
 			out = append(out, d)
 			continue
 		}
 		if g.cg != nil {
 			// Kafka describes only classic groups here (Dead before v6).
 			c.unlock(g)
+			d.NotClassic = true
 			out = append(out, d)
 			continue
 		}

@@ -5,10 +5,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeGroups v0-v5. v3 adds authorized operations, v4 static instance
-// ids, v5+ is flexible. An unknown group is reported in state Dead with no
-// error, as Kafka does before v6 (v6, KIP-1043, is not served).
-func init() { register(kmsg.DescribeGroups, 0, 5, handleDescribeGroups) }
+// DescribeGroups v0-v6. v3 adds authorized operations, v4 static instance
+// ids, v5+ is flexible. An unknown group, and one run by the consumer
+// protocol (KIP-848), is reported in state Dead: with no error before v6,
+// and from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and Kafka's messages.
+func init() { register(kmsg.DescribeGroups, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
@@ -37,6 +38,14 @@ func handleDescribeGroups(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		sg := kmsg.NewDescribeGroupsResponseGroup()
 		sg.Group = d.Group
 		sg.ErrorCode = errorCode(d.Err)
+		if rc.version() >= 6 && d.Err == nil && (d.Absent || d.NotClassic) {
+			sg.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + d.Group + " not found."
+			if d.NotClassic {
+				msg = "Group " + d.Group + " is not a classic group."
+			}
+			sg.ErrorMessage = &msg
+		}
 		sg.State = d.State
 		sg.ProtocolType = d.ProtocolType
 		sg.Protocol = d.Protocol

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -362,13 +361,41 @@ func TestKIP848Errors(t *testing.T) {
 	if c := fresp.Groups[0].ErrorCode; c != kerr.StaleMemberEpoch.Code {
 		t.Errorf("fetch at a stale epoch: %v", kerr.ErrorForCode(c))
 	}
-	// A classic DescribeGroups reports a consumer group as Dead (Kafka
-	// before DescribeGroups v6).
-	if d := describe(t, kadmClient(t, b), h.group); d.State != "Dead" {
-		t.Errorf("DescribeGroups: state %s", d.State)
+	// A classic DescribeGroups reports a consumer group, and a group that
+	// does not exist, as Dead: before v6 with no error, from v6 (KIP-1043)
+	// with GROUP_ID_NOT_FOUND and Kafka's messages.
+	for _, v := range []int16{5, 6} {
+		dreq := kmsg.NewPtrDescribeGroupsRequest()
+		dreq.Version = v
+		dreq.Groups = []string{h.group, h.group + "-absent"}
+		kresp, err := h.cl.Request(ctx, pinned{dreq, v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dresp := kresp.(*kmsg.DescribeGroupsResponse)
+		if dresp.Version != v {
+			t.Fatalf("DescribeGroups answered at v%d, asked v%d", dresp.Version, v)
+		}
+		for i, want := range []string{"Group " + h.group + " is not a classic group.", "Group " + h.group + "-absent not found."} {
+			g := dresp.Groups[i]
+			if g.State != "Dead" || len(g.Members) != 0 {
+				t.Errorf("DescribeGroups v%d %s: state %s, %d members", v, g.Group, g.State, len(g.Members))
+			}
+			switch {
+			case v < 6 && g.ErrorCode != 0:
+				t.Errorf("DescribeGroups v%d %s: %v, want no error", v, g.Group, kerr.ErrorForCode(g.ErrorCode))
+			case v >= 6 && (g.ErrorCode != kerr.GroupIDNotFound.Code || g.ErrorMessage == nil || *g.ErrorMessage != want):
+				t.Errorf("DescribeGroups v%d %s: %v %v, want GROUP_ID_NOT_FOUND %q", v, g.Group, kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage, want)
+			}
+		}
 	}
 }
 
-func kadmClient(t *testing.T, b *testbroker.Broker) *kadm.Client {
-	return kadm.NewClient(testbroker.NewClient(t, b.Addr()))
+// pinned caps a request at version v: kgo sends the highest version both
+// the request type and the broker support.
+type pinned struct {
+	kmsg.Request
+	v int16
 }
+
+func (p pinned) MaxVersion() int16 { return p.v }
