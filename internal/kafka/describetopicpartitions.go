@@ -137,16 +137,10 @@ func describeTopicPartitions(rc *reqCtx, b *broker.Broker, t log.TopicInfo, firs
 		}
 		rp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 		rp.Partition = p
-		leader, epoch, ok := b.Leader(t.Name, p)
-		if !ok {
-			// Failing over: no leader, as Kafka answers for one offline.
-			leader, epoch = -1, -1
-		}
-		rp.LeaderID, rp.LeaderEpoch = leader, epoch
-		rp.Replicas, rp.ISR = b.ReplicasISR(t, p, leader)
-		if !ok {
-			rp.ISR = []int32{}
-		}
+		// Failing over, no leader and no error, as Kafka answers for a
+		// partition whose leader is offline.
+		pl := leadership(b, t, p)
+		rp.LeaderID, rp.LeaderEpoch, rp.Replicas, rp.ISR = pl.leader, pl.epoch, pl.replicas, pl.isr
 		rp.EligibleLeaderReplicas, rp.LastKnownELR, rp.OfflineReplicas = []int32{}, []int32{}, []int32{}
 		rt.Partitions = append(rt.Partitions, rp)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
@@ -45,18 +46,12 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		for p := int32(0); p < t.Partitions; p++ {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = p
-			leader, epoch, ok := b.Leader(t.Name, p)
-			if !ok {
+			pl := leadership(b, t, p)
+			if !pl.ok {
 				// Failover in progress: clients retry after a backoff.
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
-				leader, epoch = -1, -1
 			}
-			mp.Leader = leader
-			mp.LeaderEpoch = epoch
-			mp.Replicas, mp.ISR = b.ReplicasISR(t, p, leader)
-			if !ok {
-				mp.ISR = []int32{}
-			}
+			mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = pl.leader, pl.epoch, pl.replicas, pl.isr
 			mt.Partitions = append(mt.Partitions, mp)
 		}
 		mt.AuthorizedOperations = rc.authorizedOps(req.IncludeTopicAuthorizedOperations, topicOperations, kmsg.ACLResourceTypeTopic, t.Name)
@@ -127,4 +122,25 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 	resp.AuthorizedOperations = rc.authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 	return done(resp)
+}
+
+// partitionLeadership is what Metadata and DescribeTopicPartitions report
+// of a partition's leader and replicas.
+type partitionLeadership struct {
+	leader, epoch int32
+	replicas, isr []int32
+	ok            bool // false while failing over: no leader, epoch -1, empty ISR
+}
+
+func leadership(b *broker.Broker, t log.TopicInfo, p int32) partitionLeadership {
+	leader, epoch, ok := b.Leader(t.Name, p)
+	if !ok {
+		leader, epoch = -1, -1
+	}
+	pl := partitionLeadership{leader: leader, epoch: epoch, ok: ok}
+	pl.replicas, pl.isr = b.ReplicasISR(t, p, leader)
+	if !ok {
+		pl.isr = []int32{}
+	}
+	return pl
 }
