@@ -2,6 +2,8 @@ package s3
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -155,7 +157,6 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		return fmt.Errorf("s3: put %q: negative size %d", key, size)
 	}
 	var (
-		body  io.Reader
 		src   *sourceReader
 		start int64
 		rs, _ = r.(readSeekerAt)
@@ -178,16 +179,32 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 			rs = nil // not really seekable; stream it
 		}
 	}
-	if rs != nil {
-		body = io.NewSectionReader(rs, start, size)
-	} else {
-		src = &sourceReader{ctx: ctx, r: r, left: size}
-		body = src
-	}
-	_, err := s.client.PutObject(ctx, s.cfg.Bucket, s.name(key), body, size, minio.PutObjectOptions{
+	opts := minio.PutObjectOptions{
 		PartSize:    uint64(s.cfg.PartSize),
 		ContentType: "application/octet-stream",
-	})
+	}
+	var err error
+	switch {
+	case rs != nil && size <= s.cfg.PartSize:
+		// One PUT of bytes we can read twice: sign their SHA-256 in the
+		// request. The service still verifies the body against it, and a
+		// signed payload costs client and server about a fifth to two fifths
+		// less CPU than minio-go's default on plain HTTP, a streaming
+		// (aws-chunked) signature with one HMAC per chunk; every
+		// cluster-mode flush is such a PUT. (Over TLS minio-go would send
+		// it unsigned; signing keeps the store's integrity check there too.)
+		sum, herr := sha256Hex(io.NewSectionReader(rs, start, size))
+		if herr != nil {
+			return fmt.Errorf("s3: put %q: source: %w", key, herr)
+		}
+		opts.DisableContentSha256 = true
+		_, err = s.core.PutObject(ctx, s.cfg.Bucket, s.name(key), io.NewSectionReader(rs, start, size), size, "", sum, opts)
+	case rs != nil:
+		_, err = s.client.PutObject(ctx, s.cfg.Bucket, s.name(key), io.NewSectionReader(rs, start, size), size, opts)
+	default:
+		src = &sourceReader{ctx: ctx, r: r, left: size}
+		_, err = s.client.PutObject(ctx, s.cfg.Bucket, s.name(key), src, size, opts)
+	}
 	if err != nil {
 		if src != nil && src.err != nil {
 			return fmt.Errorf("s3: put %q: source: %w", key, src.err)
@@ -199,6 +216,15 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		_, _ = rs.Seek(start+size, io.SeekStart)
 	}
 	return nil
+}
+
+// sha256Hex is the hex SHA-256 of everything r holds.
+func sha256Hex(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // sourceReader feeds exactly size bytes of a Put's source to minio-go and

@@ -3,6 +3,8 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -717,5 +719,94 @@ func TestConnectionReuse(t *testing.T) {
 	}
 	if n := dials.Load(); n > 2*workers {
 		t.Fatalf("%d requests opened %d connections; want at most %d (connections reused)", workers*each*2, n, 2*workers)
+	}
+}
+
+// payloadTransport records the payload hash header of every PUT and, when
+// tamper is set, changes the first byte of each PUT body after signing, as
+// a fault on the way to the service would.
+type payloadTransport struct {
+	tr     http.RoundTripper
+	tamper bool
+	mu     sync.Mutex
+	hashes []string
+}
+
+func (p *payloadTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	object := strings.Contains(strings.Trim(req.URL.Path, "/"), "/") // not the bucket's creation
+	if req.Method == http.MethodPut && object {
+		p.mu.Lock()
+		p.hashes = append(p.hashes, req.Header.Get("X-Amz-Content-Sha256"))
+		p.mu.Unlock()
+		if p.tamper && req.Body != nil {
+			req = req.Clone(req.Context())
+			req.Body = &flipFirst{r: req.Body}
+		}
+	}
+	return p.tr.RoundTrip(req)
+}
+
+type flipFirst struct {
+	r    io.ReadCloser
+	done bool
+}
+
+func (f *flipFirst) Read(b []byte) (int, error) {
+	n, err := f.r.Read(b)
+	if n > 0 && !f.done {
+		b[0] ^= 0xff
+		f.done = true
+	}
+	return n, err
+}
+
+func (f *flipFirst) Close() error { return f.r.Close() }
+
+// TestPutSignedPayload checks that a PUT of a seekable source carries the
+// SHA-256 of its body in the signature (not a streaming, chunk-signed
+// body), so the service checks the bytes it stores: a body changed on the
+// way is refused, and nothing is stored under the key. Streamed sources
+// keep minio-go's chunk signatures.
+func TestPutSignedPayload(t *testing.T) {
+	srv := server(t)
+	pt := &payloadTransport{tr: http.DefaultTransport.(*http.Transport).Clone()}
+	cfg := srv.Config(uniq("signed"))
+	cfg.Transport = pt
+	s := open(t, cfg)
+	defer s.Close()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("flush object "), 700)
+	if err := s.Put(ctx, "seekable", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	got := make([]byte, len(data))
+	if err := s.ReadAt(ctx, "seekable", got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadAt after Put: equal=%v, %v", bytes.Equal(got, data), err)
+	}
+	if err := s.Put(ctx, "streamed", io.LimitReader(bytes.NewReader(data), int64(len(data))), int64(len(data))); err != nil {
+		t.Fatalf("Put streamed: %v", err)
+	}
+	pt.mu.Lock()
+	hashes := slices.Clone(pt.hashes)
+	pt.mu.Unlock()
+	if len(hashes) != 2 {
+		t.Fatalf("saw %d PUTs, want 2: %q", len(hashes), hashes)
+	}
+	sum := sha256.Sum256(data)
+	if want := hex.EncodeToString(sum[:]); hashes[0] != want {
+		t.Errorf("seekable PUT signed payload %q, want its SHA-256 %s", hashes[0], want)
+	}
+	if !strings.HasPrefix(hashes[1], "STREAMING-") {
+		t.Errorf("streamed PUT payload header %q, want a streaming signature", hashes[1])
+	}
+
+	pt.tamper = true
+	err := s.Put(ctx, "tampered", bytes.NewReader(data), int64(len(data)))
+	if err == nil {
+		t.Fatal("Put with a body changed after signing succeeded; want the service to refuse it")
+	}
+	pt.tamper = false
+	if _, err := s.Size(ctx, "tampered"); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("Size of the refused object = %v, want not found", err)
 	}
 }
