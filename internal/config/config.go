@@ -141,9 +141,10 @@ type Cluster struct {
 	OrphanGrace time.Duration `yaml:"orphan_grace"`
 	// PutHedge is how long a flush PUT may run before an identical second
 	// PUT races it (the first to succeed wins), and the broker starts the
-	// next flush alongside it. 0: adapt to the 90th percentile of recent
-	// PUT times (at least 5 ms). A negative value turns hedging off: one
-	// PUT at a time, each waited for.
+	// next flush alongside it. 0: adapt to the 99th percentile of recent
+	// PUT times (at least 25 ms). Hedges are budgeted at 5% of PUTs
+	// whatever the delay. A negative value turns hedging off: one PUT at
+	// a time, each waited for.
 	PutHedge time.Duration `yaml:"put_hedge"`
 	// InterBrokerListener names the listener brokers send each other
 	// requests through (transaction markers): PLAINTEXT when there is one

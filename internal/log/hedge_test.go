@@ -133,3 +133,91 @@ func TestSharedPutOverlaps(t *testing.T) {
 		t.Fatalf("read %d records, want 5", len(rs))
 	}
 }
+
+// TestPutTimesDelay: the adaptive delay is hedgeMax until enough PUTs were
+// seen, then their 99th percentile, never below hedgeMin; a fixed delay is
+// kept and a negative one turns hedging off.
+func TestPutTimesDelay(t *testing.T) {
+	pt := newPutTimes(0)
+	if d, ok := pt.hedgeAfter(); !ok || d != hedgeMax {
+		t.Fatalf("before any PUT: %v, %v; want %v", d, ok, hedgeMax)
+	}
+	for range hedgeWindow {
+		pt.record(time.Millisecond)
+	}
+	if d, _ := pt.hedgeAfter(); d != hedgeMin {
+		t.Fatalf("PUTs of 1 ms: delay %v, want the floor %v", d, hedgeMin)
+	}
+	// Slow PUTs: 5 in 256 at 400 ms put the 99th percentile there; 2 would not.
+	for i := range hedgeWindow {
+		d := 100 * time.Millisecond
+		if i < 5 {
+			d = 400 * time.Millisecond
+		}
+		pt.record(d)
+	}
+	if d, _ := pt.hedgeAfter(); d != 400*time.Millisecond {
+		t.Fatalf("delay %v, want the 99th percentile 400ms", d)
+	}
+	if d, ok := newPutTimes(30 * time.Millisecond).hedgeAfter(); !ok || d != 30*time.Millisecond {
+		t.Fatalf("fixed: %v, %v", d, ok)
+	}
+	if _, ok := newPutTimes(-1).hedgeAfter(); ok {
+		t.Fatal("negative: hedging still on")
+	}
+}
+
+// TestPutTimesBudget: hedges are limited to hedgeBurst in a row, then to
+// hedgeBudget per PUT started, so a service slow for every PUT at once is
+// not sent each of them twice.
+func TestPutTimesBudget(t *testing.T) {
+	pt := newPutTimes(0)
+	spent := 0
+	for pt.takeHedge() {
+		spent++
+	}
+	if spent != int(hedgeBurst) {
+		t.Fatalf("hedges in a row %d, want %v", spent, hedgeBurst)
+	}
+	const puts = 1000
+	for range puts {
+		pt.started()
+		if pt.takeHedge() {
+			spent++
+		}
+	}
+	if want := int(hedgeBurst) + int(puts*hedgeBudget); spent < want-1 || spent > want {
+		t.Fatalf("hedges over %d slow PUTs %d, want about %d", puts, spent, want)
+	}
+}
+
+// TestSharedPutHedgeBudget: with the budget spent, a slow PUT is not raced
+// (the skip is counted) and still completes the append.
+func TestSharedPutHedgeBudget(t *testing.T) {
+	dir, md, la, _ := newSharedEnv(t)
+	var gs *heldPuts
+	a := openSharedStore(t, dir, md, la, func(st objstore.Storage) objstore.Storage {
+		gs = newHeldPuts(st, 1)
+		return gs
+	}, func(c *Config) { c.Shared.PutHedge = 5 * time.Millisecond })
+	for a.putTimes.takeHedge() {
+	}
+	ps := ledTopic(t, a, la, 1)
+	ctx := context.Background()
+	r, err := ps[0].AppendAsync(ctx, mkBatch(t, 0, 1000, 2, nil, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gs.held
+	testEventually(t, func() bool { return counterValue(a.m.sharedPutHedgesSkipped) == 1 })
+	if n := len(gs.putKeys()); n != 1 {
+		t.Fatalf("%d PUTs with the budget spent, want 1", n)
+	}
+	close(gs.gate)
+	if err := ps[0].WaitDurable(ctx, r, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(a.m.sharedPutHedges); n != 0 {
+		t.Errorf("hedges counted %v, want 0", n)
+	}
+}

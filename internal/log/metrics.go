@@ -22,12 +22,13 @@ type metrics struct {
 	duplicates    prometheus.Counter
 
 	// Cluster (shared) mode flush stages.
-	sharedPutSeconds      prometheus.Histogram
-	sharedRegisterSeconds prometheus.Histogram
-	sharedGroupSeconds    prometheus.Histogram
-	sharedRegisterTxns    prometheus.Counter
-	sharedRegistered      prometheus.Counter
-	sharedPutHedges       prometheus.Counter
+	sharedPutSeconds       prometheus.Histogram
+	sharedRegisterSeconds  prometheus.Histogram
+	sharedGroupSeconds     prometheus.Histogram
+	sharedRegisterTxns     prometheus.Counter
+	sharedRegistered       prometheus.Counter
+	sharedPutHedges        prometheus.Counter
+	sharedPutHedgesSkipped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -70,14 +71,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Cluster mode: time to register one flush object in the metadata store, retries included."),
 		sharedGroupSeconds: stage("cluster_flush_group_seconds",
 			"Cluster mode: time from a group commit being handed to the object store until it is registered (what acks=all waits for after the group closes)."),
-		sharedRegisterTxns: c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
-		sharedRegistered:   c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
-		sharedPutHedges:    c("cluster_flush_put_hedges_total", "Cluster mode: flush PUTs raced by a second identical PUT after running longer than the hedge delay."),
+		sharedRegisterTxns:     c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
+		sharedRegistered:       c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
+		sharedPutHedges:        c("cluster_flush_put_hedges_total", "Cluster mode: flush PUTs raced by a second identical PUT after running longer than the hedge delay."),
+		sharedPutHedgesSkipped: c("cluster_flush_put_hedges_skipped_total", "Cluster mode: flush PUTs that ran longer than the hedge delay but were not raced, the hedge budget (5% of PUTs) being spent."),
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates,
-			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges)
+			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
 }

@@ -65,8 +65,9 @@ type SharedConfig struct {
 	FlushPipeline int
 	// PutHedge is how long a flush PUT may run before a second, identical
 	// PUT races it (hedge.go); the WAL writer also stops waiting for it
-	// then and builds the next group. 0: the recent 90th percentile PUT
-	// time, at least 5 ms. Negative: never.
+	// then and builds the next group. 0: the recent 99th percentile PUT
+	// time, at least 25 ms; hedges are limited to 5% of PUTs either way.
+	// Negative: never.
 	PutHedge time.Duration
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
