@@ -1,10 +1,17 @@
 package log
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 )
 
 func TestRetentionByTime(t *testing.T) {
@@ -266,4 +273,71 @@ func TestCleanerBackoff(t *testing.T) {
 	}
 	e.SetCleanerBackoff(10 * time.Millisecond)
 	testEventually(t, func() bool { return len(readAll(t, p, 1<<20)) == 2 }) // k's last value, and the tail
+}
+
+// shrinkLog records every Shrink a localfs store is asked for, with the
+// object's size right after it.
+type shrinkLog struct {
+	*localfs.Store
+	mu    sync.Mutex
+	asked []int64
+	after []int64
+}
+
+func (s *shrinkLog) Shrink(ctx context.Context, key string, size int64) error {
+	err := s.Store.Shrink(ctx, key, size)
+	n, _ := s.Store.Size(ctx, key)
+	s.mu.Lock()
+	s.asked, s.after = append(s.asked, size), append(s.after, n)
+	s.mu.Unlock()
+	return err
+}
+
+// TestDeadObjectFreedInPieces: a large dead object (a deleted topic's
+// rolled WAL segment) is cut down from its end deleteChunkBytes at a time
+// before it is deleted, and is gone afterwards.
+func TestDeadObjectFreedInPieces(t *testing.T) {
+	v := newEnv(t)
+	st, err := localfs.New(filepath.Join(v.dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := &shrinkLog{Store: st}
+	v.store = sl
+	v.cfg = func(c *Config) { c.DeleteBytesPerSec = 1 << 40 } // paced, but fast
+	e := v.open()
+	e.CreateTopic(bg, "big", 1, nil)
+	p, _ := e.Partition("big", 0)
+	value := bytes.Repeat([]byte("v"), 900<<10)
+	for range 24 { // ~21 MB: three pieces
+		mustAppend(t, p, mkRecords(t, 0, 1, []rec{{value: value}}))
+	}
+	if err := e.forceRoll(bg); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := st.List(bg, objectPrefix)
+	if len(objs) != 1 {
+		t.Fatalf("%d objects after the roll, want 1", len(objs))
+	}
+	size := objs[0].Size
+	if err := e.DeleteTopic(bg, "big"); err != nil {
+		t.Fatal(err)
+	}
+	e.cleanOnce(bg)
+	e.cleanOnce(bg) // the second pass deletes what the first unregistered
+	if objs, _ := st.List(bg, objectPrefix); len(objs) != 0 {
+		t.Fatalf("objects left after deleting the topic: %+v", objs)
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	var want []int64
+	for s := size - deleteChunkBytes; s > 0; s -= deleteChunkBytes {
+		want = append(want, s)
+	}
+	if !slices.Equal(sl.asked, want) {
+		t.Fatalf("Shrink asked for %v, want %v (object of %d bytes)", sl.asked, want, size)
+	}
+	if !slices.Equal(sl.after, want) {
+		t.Fatalf("sizes after each Shrink %v, want %v: the object was not cut down", sl.after, want)
+	}
 }

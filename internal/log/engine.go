@@ -33,8 +33,13 @@ type Config struct {
 	// BrokerDefaults are broker-level topic config defaults keyed by topic
 	// config name (e.g. "retention.ms").
 	BrokerDefaults         map[string]string
-	RetentionCheckInterval time.Duration    // default 5m, as Kafka's log.retention.check.interval.ms
-	Now                    func() time.Time // nil = time.Now
+	RetentionCheckInterval time.Duration // default 5m, as Kafka's log.retention.check.interval.ms
+	// DeleteBytesPerSec paces the deletion of dead objects (default
+	// 256 MiB/s; negative: unpaced). Freeing gigabytes at once (a deleted
+	// topic, a retention pass after a burst) makes the file system's next
+	// journal commit slow, and the WAL's fsync waits for it.
+	DeleteBytesPerSec int64
+	Now               func() time.Time // nil = time.Now
 	// CleanerBackoff is the pause between compaction passes, in addition
 	// to the one of each retention check, until SetCleanerBackoff changes
 	// it (default DefaultCleanerBackoff, Kafka's log.cleaner.backoff.ms).
@@ -97,6 +102,7 @@ func DefaultConfig(dir string) Config {
 		MinFreeBytes:           128 << 20,
 		RollInterval:           time.Minute,
 		RetentionCheckInterval: 5 * time.Minute,
+		DeleteBytesPerSec:      256 << 20,
 		AsyncBacklogBytes:      64 << 20,
 		TailBytesPerPartition:  1 << 20,
 		TailBytesTotal:         256 << 20,
@@ -144,6 +150,9 @@ func (c *Config) fill() {
 	}
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = d.RetentionCheckInterval
+	}
+	if c.DeleteBytesPerSec == 0 {
+		c.DeleteBytesPerSec = d.DeleteBytesPerSec
 	}
 	if c.AsyncBacklogBytes == 0 {
 		c.AsyncBacklogBytes = d.AsyncBacklogBytes
@@ -216,7 +225,7 @@ type Engine struct {
 	objMu      sync.Mutex
 	objects    map[string]*object
 	unlinked   []*object // live == 0, meta record still present
-	toRemove   []string  // meta record gone; delete from storage next GC pass
+	toRemove   []*object // meta record gone; delete from storage next GC pass
 	rollQueue  []uint64
 	rollKick   chan struct{}
 	rollDone   chan struct{} // closed and replaced each time a segment is rolled

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
+	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
 // DefaultCleanerBackoff is the pause between compaction passes unless
@@ -241,6 +242,50 @@ func (p *Partition) setLogStart(ctx context.Context, ls int64) (int64, error) {
 	return ls, nil
 }
 
+// deleteChunkBytes is how much of a dead object is freed at a time.
+const deleteChunkBytes = 8 << 20
+
+// shrinkDead frees a large dead object from its end, deleteChunkBytes at a
+// time at the paced rate, when the store can shrink objects in place; Delete
+// then removes what is left. It returns false if ctx ended first. A store
+// error is only logged: Delete frees the object whole instead.
+func (e *Engine) shrinkDead(ctx context.Context, o *object) bool {
+	sh, ok := e.store.(objstore.Shrinker)
+	if !ok || e.cfg.DeleteBytesPerSec <= 0 {
+		return true
+	}
+	for size := o.size - deleteChunkBytes; size > 0; size -= deleteChunkBytes {
+		if err := sh.Shrink(ctx, o.key, size); err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			e.log.Warn("shrinking a dead data object failed; deleting it whole", "key", o.key, "err", err)
+			return true
+		}
+		if !e.paceDelete(ctx, deleteChunkBytes) {
+			return false
+		}
+	}
+	return true
+}
+
+// paceDelete waits after deleting size bytes, so that deletions run at
+// about Config.DeleteBytesPerSec. It returns false if ctx ended first.
+func (e *Engine) paceDelete(ctx context.Context, size int64) bool {
+	rate := e.cfg.DeleteBytesPerSec
+	if rate <= 0 || size <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(time.Duration(float64(size) / float64(rate) * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // collectGarbage unregisters objects no partition references any more and
 // deletes from storage the ones unregistered by the previous pass (so a read
 // that picked an extent just before it was released still finds its object).
@@ -252,15 +297,27 @@ func (e *Engine) collectGarbage(ctx context.Context) {
 	e.unlinked = nil
 	e.objMu.Unlock()
 
-	for _, key := range remove {
-		if err := e.store.Delete(ctx, key); err != nil {
-			e.log.Warn("deleting data object failed; will retry", "key", key, "err", err)
+	for i, o := range remove {
+		if !e.shrinkDead(ctx, o) {
 			e.objMu.Lock()
-			e.toRemove = append(e.toRemove, key)
+			e.toRemove = append(e.toRemove, remove[i:]...)
+			e.objMu.Unlock()
+			break
+		}
+		if err := e.store.Delete(ctx, o.key); err != nil {
+			e.log.Warn("deleting data object failed; will retry", "key", o.key, "err", err)
+			e.objMu.Lock()
+			e.toRemove = append(e.toRemove, o)
 			e.objMu.Unlock()
 			continue
 		}
 		e.m.objectsFreed.Inc()
+		if !e.paceDelete(ctx, min(o.size, deleteChunkBytes)) {
+			e.objMu.Lock()
+			e.toRemove = append(e.toRemove, remove[i+1:]...)
+			e.objMu.Unlock()
+			break
+		}
 	}
 	for len(unlinked) > 0 {
 		n := min(len(unlinked), meta.MaxTxnOps)
@@ -278,7 +335,7 @@ func (e *Engine) collectGarbage(ctx context.Context) {
 		e.objMu.Lock()
 		for _, o := range unlinked[:n] {
 			delete(e.objects, o.key)
-			e.toRemove = append(e.toRemove, o.key)
+			e.toRemove = append(e.toRemove, o)
 			e.m.objects.Dec()
 		}
 		e.objMu.Unlock()

@@ -46,6 +46,16 @@ type Storage interface {
 	Close() error
 }
 
+// Shrinker is an optional capability of a Storage that can cut an object
+// short in place (localfs: truncate). The log engine frees large dead
+// objects through it a piece at a time, paced, before deleting them:
+// freeing gigabytes at once on a file system with online discard stalls
+// every fsync behind it. Shrink may do nothing (an object whose storage is
+// shared must not change); Delete still removes the object.
+type Shrinker interface {
+	Shrink(ctx context.Context, key string, size int64) error
+}
+
 // Linker is an optional capability of a Storage that can take a local file
 // as an object without copying its bytes (localfs: a hard link into the
 // store). The log engine uses it to adopt closed WAL segments as data
