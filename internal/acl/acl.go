@@ -284,21 +284,40 @@ func (a *Authorizer) Describe(f Filter) ([]Binding, error) {
 }
 
 // Delete removes the bindings each filter selects and returns them, per
-// filter, with each filter's error.
+// filter, with each filter's error. Filters match the stored bindings, not
+// this broker's copy, which follows the store a moment behind: as Kafka's
+// controller, a delete sees every binding created before it through any
+// broker.
 func (a *Authorizer) Delete(ctx context.Context, fs []Filter) ([][]Binding, []error) {
 	out := make([][]Binding, len(fs))
 	errs := make([]error, len(fs))
+	kvs, listErr := a.md.List(ctx, keyPrefix)
+	stored := make([]Binding, 0, len(kvs))
+	for _, kv := range kvs {
+		if b, ok := a.parse(strings.TrimPrefix(kv.Key, keyPrefix), kv.Value); ok {
+			stored = append(stored, b)
+		}
+	}
+	slices.SortFunc(stored, compare)
+	deleted := map[string]bool{}
 	for i, f := range fs {
-		bs, err := a.Describe(f)
-		if err != nil {
+		if err := f.Validate(); err != nil {
 			errs[i] = err
 			continue
 		}
-		for _, b := range bs {
+		if listErr != nil {
+			errs[i] = fmt.Errorf("%w: reading ACLs: %v", ErrStorage, listErr)
+			continue
+		}
+		for _, b := range stored {
+			if !f.Matches(b) || deleted[b.key()] {
+				continue // a binding is reported by the first filter that deletes it
+			}
 			if err := a.md.Txn(ctx, nil, meta.Delete(b.key())); err != nil {
 				errs[i] = fmt.Errorf("%w: %v", ErrStorage, err)
 				break
 			}
+			deleted[b.key()] = true
 			a.apply(strings.TrimPrefix(b.key(), keyPrefix), nil)
 			out[i] = append(out[i], b)
 		}

@@ -221,3 +221,34 @@ func TestResyncNeverEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteSeesOtherBrokersBindings: a delete matches what is stored, not
+// the broker's copy, so a binding just created through another broker (its
+// watch not yet applied here) is deleted and reported; a binding matched by
+// two filters is reported by the first only.
+func TestDeleteSeesOtherBrokersBindings(t *testing.T) {
+	ctx := context.Background()
+	a, md := newAuth(t, Config{Enabled: true})
+	b := New(Config{Enabled: true}, md, a.logger)
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bind := allow(topic, "t", literal, "User:alice", kmsg.ACLOperationDescribe)
+	if errs := a.Create(ctx, []Binding{bind}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got, _ := b.Describe(Filter{ResourceType: kmsg.ACLResourceTypeAny, PatternType: kmsg.ACLResourcePatternTypeAny,
+		Operation: kmsg.ACLOperationAny, Permission: kmsg.ACLPermissionTypeAny}); len(got) != 0 {
+		t.Fatalf("b's copy already has %d bindings; the test needs it behind", len(got))
+	}
+	alice, name := "User:alice", "t"
+	f := Filter{ResourceType: topic, ResourceName: &name, PatternType: literal, Principal: &alice,
+		Operation: kmsg.ACLOperationAny, Permission: kmsg.ACLPermissionTypeAny}
+	deleted, errs := b.Delete(ctx, []Filter{f, f})
+	if errs[0] != nil || errs[1] != nil || len(deleted[0]) != 1 || len(deleted[1]) != 0 {
+		t.Fatalf("delete through b: %+v %v; want the binding once, under the first filter", deleted, errs)
+	}
+	if kvs, _ := md.List(ctx, keyPrefix); len(kvs) != 0 {
+		t.Fatalf("%d bindings still stored", len(kvs))
+	}
+}
