@@ -209,6 +209,15 @@ type Config struct {
 	// freed (-1: off; a write that finds the disk full still stops
 	// appends until space is freed). Single node only.
 	MinFreeBytes int64 `yaml:"min_free_bytes"`
+	// DecompressBudgetBytes bounds the memory of all decompressions in
+	// flight (produce validation of compressed batches, timestamp
+	// lookups, compaction); work past it waits for its turn.
+	DecompressBudgetBytes int64 `yaml:"decompress_budget_bytes"`
+	// DecompressRatio: a batch may hold at most this many times its
+	// topic's max.message.bytes once decompressed (at least 8 MiB, at
+	// most decompress_budget_bytes); past it produce refuses the batch
+	// with MESSAGE_TOO_LARGE.
+	DecompressRatio int `yaml:"decompress_ratio"`
 	// RetentionCheckInterval is how often retention, producer expiry and
 	// garbage collection run (Kafka's log.retention.check.interval.ms,
 	// default 5 minutes); compaction also runs every log.cleaner.backoff.ms.
@@ -257,6 +266,8 @@ func Default() Config {
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
 		WALSegmentBytes:        64 << 20,
 		MinFreeBytes:           128 << 20,
+		DecompressBudgetBytes:  256 << 20,
+		DecompressRatio:        32,
 		RetentionCheckInterval: 5 * time.Minute,
 		ProducerIDExpiration:   24 * time.Hour,
 		TopicDefaults:          map[string]string{},
@@ -340,6 +351,12 @@ func (c *Config) Validate() error {
 	}
 	if c.WALSegmentBytes < 1<<20 {
 		return bad("wal_segment_bytes", "must be >= 1048576, got %d", c.WALSegmentBytes)
+	}
+	if c.DecompressBudgetBytes < 8<<20 {
+		return bad("decompress_budget_bytes", "must be at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
+	}
+	if c.DecompressRatio < 1 {
+		return bad("decompress_ratio", "must be >= 1, got %d", c.DecompressRatio)
 	}
 	if c.MinFreeBytes < -1 || c.MinFreeBytes == 0 {
 		return bad("min_free_bytes", "must be > 0, or -1 for off; got %d", c.MinFreeBytes)

@@ -158,6 +158,21 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			sp.ErrorMessage = errorMessage(err)
+			var re *batch.RecordErrors
+			if errors.As(err, &re) {
+				// KIP-467: the refused records by index, so that a client
+				// fails those with the error and the rest of the batch as
+				// innocent bystanders. The message is Kafka's own.
+				msg := re.Error()
+				sp.ErrorMessage = &msg
+				for _, r := range re.Records {
+					re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+					re.RelativeOffset = r.Index
+					m := r.Message
+					re.ErrorMessage = &m
+					sp.ErrorRecords = append(sp.ErrorRecords, re)
+				}
+			}
 			return
 		}
 		sp.BaseOffset = w.res.BaseOffset

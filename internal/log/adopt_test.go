@@ -239,7 +239,7 @@ func TestReadDenseWAL(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, recs, err := batch.Records(b[:sz])
+				h, recs, err := decodeBatch(b[:sz])
 				if err != nil || h.BaseOffset != int64(3*i) || len(recs) != 3 ||
 					string(recs[0].Value) != fmt.Sprintf("v%d-0", i) {
 					t.Fatalf("read at %d: batch %d base %d, %d records, %v", off, i, h.BaseOffset, len(recs), err)

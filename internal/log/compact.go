@@ -62,6 +62,28 @@ func (p *Partition) compact(ctx context.Context) error {
 		}
 		datas[i] = d
 	}
+	// A batch that does not decode within the decompression limits
+	// (stored before produce checked compressed batches: corrupt, or a
+	// bomb) is kept whole and its keys are left out: the pass goes on
+	// rather than failing on it every time. Such a batch may keep an old
+	// value of a key alive; it never hides the latest.
+	limit := p.decompressedLimit()
+	skipped := 0
+	decode := func(bt []byte) (*batch.Decoded, error) {
+		x, err := e.dec.Records(ctx, bt, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			skipped++
+			if skipped == 1 {
+				e.log.Warn("compaction: keeping a batch that does not decode", "topic", p.t.name,
+					"partition", p.id, "base_offset", batch.BaseOffset(bt), "err", err)
+			}
+			return nil, nil
+		}
+		return x, nil
+	}
 	// Pass 1: the latest offset of every key.
 	latest := map[string]int64{}
 	// Records of aborted transactions never become a key's latest value,
@@ -73,10 +95,12 @@ func (p *Partition) compact(ctx context.Context) error {
 		if batch.Attributes(bt)&batch.AttrControl != 0 || abortedBatch(bt) {
 			return nil
 		}
-		h, recs, err := batch.Records(bt)
-		if err != nil {
+		x, err := decode(bt)
+		if x == nil {
 			return err
 		}
+		defer x.Release()
+		h, recs := &x.Header, x.Records
 		for i := range recs {
 			if off := h.BaseOffset + int64(recs[i].OffsetDelta); off >= ls && recs[i].Key != nil {
 				latest[string(recs[i].Key)] = off
@@ -103,10 +127,15 @@ func (p *Partition) compact(ctx context.Context) error {
 		if abortedBatch(bt) {
 			return nil
 		}
-		h, recs, err := batch.Records(bt)
-		if err != nil {
+		x, err := decode(bt)
+		if x == nil {
+			if err == nil {
+				b.AddBatch(bt) // undecodable: kept whole
+			}
 			return err
 		}
+		defer x.Release()
+		h, recs := x.Header, x.Records
 		kept = kept[:0]
 		for i := range recs {
 			r := &recs[i]

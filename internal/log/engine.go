@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/wal"
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/objstore"
@@ -79,6 +80,16 @@ type Config struct {
 	// batch's timestamp is this old (default 24 h). A broker setting, not a
 	// topic config.
 	ProducerIDExpiration time.Duration
+	// DecompressBudgetBytes bounds the memory of every decompression in
+	// flight: produce validation of compressed batches, timestamp
+	// lookups, compaction (default 256 MiB). Work past it waits.
+	DecompressBudgetBytes int64
+	// DecompressRatio: a batch may hold at most this many times its
+	// topic's max.message.bytes once decompressed (at least 8 MiB, at most
+	// the budget; default 32). A larger one is refused at produce with
+	// MESSAGE_TOO_LARGE, and skipped by compaction and timestamp lookups
+	// if it was stored before the limit existed.
+	DecompressRatio int
 	// Shared, when set, runs the engine in cluster mode over a shared object
 	// store and meta store (shared.go): Dir is unused.
 	Shared *SharedConfig
@@ -130,6 +141,10 @@ func (c *Config) Validate() error {
 		return errors.New("log: Config.WALSegmentBytes, RollInterval, RetentionCheckInterval and CleanerBackoff must be >= 0")
 	case c.ProducerIDExpiration < 0:
 		return errors.New("log: Config.ProducerIDExpiration (producer.id.expiration.ms) must be >= 0")
+	case c.DecompressBudgetBytes < 0 || (c.DecompressBudgetBytes > 0 && c.DecompressBudgetBytes < batch.MinDecompressedLimit):
+		return fmt.Errorf("log: Config.DecompressBudgetBytes must be 0 (default) or at least %d, got %d", batch.MinDecompressedLimit, c.DecompressBudgetBytes)
+	case c.DecompressRatio < 0:
+		return fmt.Errorf("log: Config.DecompressRatio must be >= 0, got %d", c.DecompressRatio)
 	}
 	return nil
 }
@@ -175,6 +190,12 @@ func (c *Config) fill() {
 	if c.ProducerIDExpiration == 0 {
 		c.ProducerIDExpiration = d.ProducerIDExpiration
 	}
+	if c.DecompressBudgetBytes == 0 {
+		c.DecompressBudgetBytes = batch.DefaultDecompressBudget
+	}
+	if c.DecompressRatio == 0 {
+		c.DecompressRatio = batch.DefaultDecompressRatio
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -205,6 +226,7 @@ type Engine struct {
 	m     *metrics
 	wal   *wal.Writer
 	cache *blockCache
+	dec   *batch.Decompressor // every decompression, under one budget
 
 	ctx    context.Context // canceled by Close; background work uses it
 	cancel context.CancelFunc
@@ -279,6 +301,8 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1)}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
+	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
+	registerDecompressMetrics(reg, e.dec)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()
 	var firstSeq uint64

@@ -185,7 +185,7 @@ func readAll(t testing.TB, p *Partition, maxBytes int32) []rec {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, recs, err := batch.Records(b[:n])
+			h, recs, err := decodeBatch(b[:n])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,4 +205,13 @@ func readAll(t testing.TB, p *Partition, maxBytes int32) []rec {
 		}
 	}
 	return out
+}
+
+// decodeBatch decodes a batch whole, compressed or not, as tests read them.
+func decodeBatch(b []byte) (batch.Header, []kmsg.Record, error) {
+	x, err := batch.NewDecompressor(1<<30).Records(context.Background(), b, 1<<30)
+	if err != nil {
+		return batch.Header{}, nil, err
+	}
+	return x.Header, x.Records, nil
 }

@@ -1,6 +1,10 @@
 package log
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
 
 type metrics struct {
 	appendBatches prometheus.Counter
@@ -82,4 +86,29 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
+}
+
+// registerDecompressMetrics exposes the decompression budget and what it
+// refused.
+func registerDecompressMetrics(reg prometheus.Registerer, d *batch.Decompressor) {
+	if reg == nil {
+		return
+	}
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help}
+	}
+	counter := func(name, help string, f func(batch.DecompressStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts(opts(name, help)), func() float64 { return float64(f(d.Stats())) })
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("decompress_budget_bytes", "Memory budget of all decompressions in flight.")),
+			func() float64 { return float64(d.Budget()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("decompress_in_use_bytes", "Decompression budget held now.")),
+			func() float64 { return float64(d.Stats().InUse) }),
+		counter("decompress_waits_total", "Decompressions that waited for the budget.", func(s batch.DecompressStats) int64 { return s.Waits }),
+		counter("decompress_refused_total", "Compressed batches refused or skipped for exceeding their decompressed size limit.", func(s batch.DecompressStats) int64 { return s.Refused }),
+		counter("decompress_corrupt_total", "Compressed batches whose payload did not decompress.", func(s batch.DecompressStats) int64 { return s.Corrupt }),
+		counter("decompress_streamed_total", "Compressed batches validated as a stream at produce.", func(s batch.DecompressStats) int64 { return s.Streamed }),
+		counter("decompress_decoded_total", "Compressed batches decoded whole (timestamp lookups, compaction).", func(s batch.DecompressStats) int64 { return s.Decoded }),
+	)
 }

@@ -112,10 +112,11 @@ func (p *Partition) append(ctx context.Context, records []byte, until appendWait
 	}
 	cfg := p.t.cfg.Load()
 	now := e.nowMs()
-	sum, err := batch.Validate(records, batch.Limits{
+	sum, err := batch.Validate(ctx, records, batch.Limits{
 		MaxBatchBytes: cfg.MaxMessageBytes, Now: now,
 		BeforeMaxMs: cfg.TimestampBeforeMaxMs, AfterMaxMs: cfg.TimestampAfterMaxMs,
-		SkipTimestamps: cfg.LogAppendTime, RequireKey: cfg.Compact,
+		SkipTimestamps: cfg.LogAppendTime, RequireKey: cfg.Compact, Partition: p.String,
+		Decompressor: e.dec, MaxDecompressedBytes: e.decompressedLimit(cfg.MaxMessageBytes),
 	})
 	if err != nil {
 		return AppendResult{}, mapBatchErr(err)
@@ -294,7 +295,23 @@ func mapBatchErr(err error) error {
 	default:
 		s = ErrCorruptMessage
 	}
-	return fmt.Errorf("%w: %v", s, err)
+	// Both wrapped: callers match the log's sentinel, and the produce
+	// response takes the refused records (*batch.RecordErrors) from err.
+	return fmt.Errorf("%w: %w", s, err)
+}
+
+// String names the partition as Kafka does in messages: topic-partition.
+func (p *Partition) String() string { return fmt.Sprintf("%s-%d", p.t.name, p.id) }
+
+// decompressedLimit is what one of p's batches may hold decompressed.
+func (p *Partition) decompressedLimit() int64 {
+	return p.e.decompressedLimit(p.t.cfg.Load().MaxMessageBytes)
+}
+
+// decompressedLimit is the most a batch of a topic with this
+// max.message.bytes may hold decompressed.
+func (e *Engine) decompressedLimit(maxMessageBytes int32) int64 {
+	return batch.DecompressedLimit(maxMessageBytes, e.cfg.DecompressRatio, e.dec.Budget())
 }
 
 // advanceHW is called by the WAL writer, in log order, when data up to end

@@ -22,12 +22,13 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, in
 	}
 	exts, ls, hw := p.extents, p.logStart.Load(), p.hw.Load()
 	p.mu.RUnlock()
+	limit := p.decompressedLimit()
 
 	for _, x := range exts {
 		if x.Last < ls || x.MaxTS < ts {
 			continue
 		}
-		off, rts, err := p.e.timestampInExtent(ctx, x, ts, ls)
+		off, rts, err := p.e.timestampInExtent(ctx, x, ts, ls, limit)
 		if err != nil {
 			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
@@ -48,7 +49,11 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, in
 		if t.last >= hw {
 			break
 		}
-		if off, rts := firstRecordAtOrAfter(t.data, ts, ls); off >= 0 {
+		off, rts, err := p.e.firstRecordAtOrAfter(ctx, t.data, ts, ls, limit)
+		if err != nil {
+			return -1, -1, err
+		}
+		if off >= 0 {
 			return off, rts, nil
 		}
 	}
@@ -57,9 +62,9 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (int64, in
 
 // timestampInExtent finds the first record with timestamp >= ts and offset
 // >= minOff inside x, or -1.
-func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff int64) (int64, int64, error) {
+func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff, limit int64) (int64, int64, error) {
 	if x.obj.wal {
-		return e.timestampInWALExtent(ctx, x, ts, minOff)
+		return e.timestampInWALExtent(ctx, x, ts, minOff, limit)
 	}
 	rel, end := int64(0), x.Size
 	if x.Size > smallExtent && x.IndexCount > 1 {
@@ -90,7 +95,11 @@ func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff in
 			if err != nil {
 				return -1, -1, err
 			}
-			if off, rts := firstRecordAtOrAfter(data, ts, minOff); off >= 0 {
+			off, rts, err := e.firstRecordAtOrAfter(ctx, data, ts, minOff, limit)
+			if err != nil {
+				return -1, -1, err
+			}
+			if off >= 0 {
 				return off, rts, nil
 			}
 		}
@@ -101,7 +110,7 @@ func (e *Engine) timestampInExtent(ctx context.Context, x *extent, ts, minOff in
 
 // timestampInWALExtent is timestampInExtent for an adopted WAL segment,
 // whose dense index holds every batch's max timestamp.
-func (e *Engine) timestampInWALExtent(ctx context.Context, x *extent, ts, minOff int64) (int64, int64, error) {
+func (e *Engine) timestampInWALExtent(ctx context.Context, x *extent, ts, minOff, limit int64) (int64, int64, error) {
 	idx, err := e.loadIndex(ctx, x)
 	if err != nil {
 		return -1, -1, err
@@ -122,7 +131,11 @@ func (e *Engine) timestampInWALExtent(ctx context.Context, x *extent, ts, minOff
 		if err != nil {
 			return -1, -1, err
 		}
-		if off, rts := firstRecordAtOrAfter(data, ts, minOff); off >= 0 {
+		off, rts, err := e.firstRecordAtOrAfter(ctx, data, ts, minOff, limit)
+		if err != nil {
+			return -1, -1, err
+		}
+		if off >= 0 {
 			return off, rts, nil
 		}
 	}
@@ -130,19 +143,33 @@ func (e *Engine) timestampInWALExtent(ctx context.Context, x *extent, ts, minOff
 }
 
 // firstRecordAtOrAfter decodes one batch and returns the first record with
-// timestamp >= ts and offset >= minOff.
-func firstRecordAtOrAfter(bt []byte, ts, minOff int64) (int64, int64) {
-	h, recs, err := batch.Records(bt)
+// timestamp >= ts and offset >= minOff, or -1. A batch that cannot be
+// decoded within the decompression limits (stored before produce checked
+// compressed batches: corrupt, or a decompression bomb) answers by its
+// header: its first offset at or after minOff, with its maxTimestamp. The
+// caller has checked that the header's maxTimestamp is >= ts.
+func (e *Engine) firstRecordAtOrAfter(ctx context.Context, bt []byte, ts, minOff, limit int64) (int64, int64, error) {
+	x, err := e.dec.Records(ctx, bt, limit)
 	if err != nil {
-		return -1, -1
+		if ctx.Err() != nil {
+			return -1, -1, ctx.Err()
+		}
+		e.log.Warn("timestamp lookup: batch does not decode; answering by its header",
+			"base_offset", batch.BaseOffset(bt), "err", err)
+		if batch.LastOffset(bt) < minOff || batch.MaxTimestamp(bt) < ts {
+			return -1, -1, nil
+		}
+		return max(batch.BaseOffset(bt), minOff), batch.MaxTimestamp(bt), nil
 	}
-	for i := range recs {
-		off := h.BaseOffset + int64(recs[i].OffsetDelta)
-		if rts := batch.RecordTimestamp(&h, &recs[i]); off >= minOff && rts >= ts {
-			return off, rts
+	defer x.Release()
+	h := &x.Header
+	for i := range x.Records {
+		off := h.BaseOffset + int64(x.Records[i].OffsetDelta)
+		if rts := batch.RecordTimestamp(h, &x.Records[i]); off >= minOff && rts >= ts {
+			return off, rts, nil
 		}
 	}
-	return -1, -1
+	return -1, -1, nil
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the
@@ -155,6 +182,7 @@ func (p *Partition) MaxTimestamp(ctx context.Context) (int64, int64, error) {
 		return -1, -1, err
 	}
 	exts, ls, hw := p.extents, p.logStart.Load(), p.hw.Load()
+	limit := p.decompressedLimit()
 	best, bestTS := -1, int64(math.MinInt64)
 	var bestTail []byte
 	for i, x := range exts {
@@ -174,8 +202,7 @@ func (p *Partition) MaxTimestamp(ctx context.Context) (int64, int64, error) {
 	p.mu.RUnlock()
 
 	if bestTail != nil {
-		off, ts := firstRecordAtOrAfter(bestTail, bestTS, ls)
-		return off, ts, nil
+		return p.e.firstRecordAtOrAfter(ctx, bestTail, bestTS, ls, limit)
 	}
 	if best < 0 {
 		return -1, -1, nil
@@ -183,7 +210,7 @@ func (p *Partition) MaxTimestamp(ctx context.Context) (int64, int64, error) {
 	// The extent knows which batch holds its max; a record in it at or
 	// after the log start carries it unless the start cut into that batch.
 	for _, x := range exts[best:] {
-		off, ts, err := p.e.timestampInExtent(ctx, x, bestTS, max(ls, x.MaxTSOffset))
+		off, ts, err := p.e.timestampInExtent(ctx, x, bestTS, max(ls, x.MaxTSOffset), limit)
 		if err != nil {
 			return -1, -1, fmt.Errorf("%w: %v", ErrStorage, err)
 		}

@@ -147,7 +147,7 @@ func TestTxnMarkersAndLSO(t *testing.T) {
 	for i, want := range []uint16{1, 0, 0} {
 		n, _ := batch.Size(r.Records)
 		bt := r.Records[:n]
-		h, recs, err := batch.Records(bt)
+		h, recs, err := decodeBatch(bt)
 		if err != nil || !batch.CheckCRC(bt) {
 			t.Fatalf("marker %d: %v (crc ok %v)", i, err, batch.CheckCRC(bt))
 		}

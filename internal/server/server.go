@@ -133,6 +133,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	lcfg.WALSegmentBytes = cfg.WALSegmentBytes
 	lcfg.MinFreeBytes = cfg.MinFreeBytes
+	lcfg.DecompressBudgetBytes = cfg.DecompressBudgetBytes
+	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -26,16 +27,25 @@ func build(t testing.TB, codec int8, n int) []byte {
 	return b
 }
 
-var noLimits = Limits{BeforeMaxMs: math.MaxInt64, AfterMaxMs: math.MaxInt64}
+var noLimits = Limits{BeforeMaxMs: math.MaxInt64, AfterMaxMs: math.MaxInt64, Decompressor: NewDecompressor(0)}
+
+// decode decodes b whole with a fresh decompressor.
+func decode(t testing.TB, b []byte) (Header, []kmsg.Record, error) {
+	x, err := NewDecompressor(0).Records(context.Background(), b, 0)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	return x.Header, x.Records, nil
+}
 
 func TestValidateRoundTrip(t *testing.T) {
 	for codec := int8(0); codec <= 4; codec++ {
 		b := build(t, codec, 7)
-		s, err := Validate(b, noLimits)
+		s, err := Validate(context.Background(), b, noLimits)
 		if err != nil || s.Batches != 1 || s.Records != 7 {
 			t.Fatalf("codec %d: %+v %v", codec, s, err)
 		}
-		h, recs, err := Records(b)
+		h, recs, err := decode(t, b)
 		if err != nil || len(recs) != 7 || string(recs[6].Value) != "value-6" || h.Codec() != codec {
 			t.Fatalf("codec %d: decode %v", codec, err)
 		}
@@ -75,7 +85,7 @@ func TestValidateErrors(t *testing.T) {
 		{"batch length", mut(func(b []byte) { b[OffLength] = 0x7f }), noLimits, ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Validate(tc.b, tc.lim); !errors.Is(err, tc.want) {
+			if _, err := Validate(context.Background(), tc.b, tc.lim); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
@@ -85,15 +95,15 @@ func TestValidateErrors(t *testing.T) {
 func TestRebuildKeepsOffsets(t *testing.T) {
 	b := build(t, 4, 5)
 	SetBaseOffset(b, 50)
-	h, recs, _ := Records(b)
+	h, recs, _ := decode(t, b)
 	nb, err := Rebuild(h, []kmsg.Record{recs[1], recs[4]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Validate(nb, noLimits); err == nil {
+	if _, err := Validate(context.Background(), nb, noLimits); err == nil {
 		t.Fatal("rebuilt batch with holes should fail the producer count check")
 	}
-	h2, recs2, err := Records(nb)
+	h2, recs2, err := decode(t, nb)
 	if err != nil || !CheckCRC(nb) || h2.BaseOffset != 50 || h2.LastOffset() != 54 || len(recs2) != 2 ||
 		recs2[1].OffsetDelta != 4 || string(recs2[1].Value) != "value-4" {
 		t.Fatalf("rebuild: %+v %v", h2, err)
@@ -105,7 +115,12 @@ func FuzzValidate(f *testing.F) {
 		f.Add(build(f, codec, 3))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := Validate(b, Limits{Now: 1000, BeforeMaxMs: math.MaxInt64, AfterMaxMs: math.MaxInt64, RequireKey: true})
+		d := NewDecompressor(64 << 20)
+		s, err := Validate(context.Background(), b, Limits{Now: 1000, BeforeMaxMs: math.MaxInt64, AfterMaxMs: math.MaxInt64,
+			RequireKey: true, Decompressor: d, MaxDecompressedBytes: 1 << 20})
+		if st := d.Stats(); st.InUse != 0 {
+			t.Fatalf("%d budget bytes still held after Validate", st.InUse)
+		}
 		if err != nil {
 			return
 		}
@@ -117,11 +132,16 @@ func FuzzValidate(f *testing.F) {
 				t.Fatalf("accepted payload does not frame: %v", err)
 			}
 			h, _ := ParseHeader(rest)
-			if h.Codec() == 0 {
-				if _, rs, err := Records(rest[:size]); err != nil || len(rs) != int(h.RecordCount) {
-					t.Fatalf("accepted uncompressed batch does not decode: %v", err)
+			x, err := d.Records(context.Background(), rest[:size], 1<<20)
+			if err != nil || len(x.Records) != int(h.RecordCount) {
+				t.Fatalf("accepted batch (codec %d) does not decode: %v", h.Codec(), err)
+			}
+			for i := range x.Records {
+				if x.Records[i].Key == nil {
+					t.Fatalf("accepted a keyless record with RequireKey")
 				}
 			}
+			x.Release()
 			recs += int64(h.RecordCount)
 			rest = rest[size:]
 		}
@@ -139,7 +159,9 @@ func TestGenerateCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzValidate")
 	os.MkdirAll(dir, 0o755)
 	two := append(build(t, 0, 2), build(t, 3, 2)...)
-	seeds := [][]byte{build(t, 0, 1), build(t, 1, 4), build(t, 2, 2), build(t, 4, 9), two, build(t, 0, 3)[:40]}
+	seeds := [][]byte{build(t, 0, 1), build(t, 1, 4), build(t, 2, 2), build(t, 4, 9), two, build(t, 0, 3)[:40],
+		build(t, 3, 5), mislabel(t, build(t, 0, 3), 1), mislabel(t, build(t, 0, 3), 4), bomb(t, 4, 2<<20), bomb(t, 3, 2<<20),
+		bomb(t, 1, 2<<20), bomb(t, 2, 1100<<10)}
 	for i, s := range seeds {
 		body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(s)) + ")\n"
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed%d", i)), []byte(body), 0o644)

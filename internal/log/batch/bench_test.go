@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -27,7 +28,7 @@ func BenchmarkValidate(b *testing.B) {
 	b.SetBytes(int64(len(bt)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Validate(bt, lim); err != nil {
+		if _, err := Validate(context.Background(), bt, lim); err != nil {
 			b.Fatal(err)
 		}
 	}
