@@ -28,6 +28,7 @@ type Config struct {
 	KeepTopic      bool          // --keep-topic
 	Records        int64         // --records
 	Size           int           // --size, bytes per record value
+	Values         string        // --values: random (incompressible) or text (JSON-like, compressible)
 	Partitions     int32         // --partitions
 	Replication    int16         // --replication; -1 is the broker default
 	Acks           string        // --acks: all, 1 or 0
@@ -91,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.Size < 0 {
 		return bad("--size %d: want >= 0", c.Size)
+	}
+	if c.Values != "" && c.Values != ValuesRandom && c.Values != ValuesText {
+		return bad("--values %q: want %s or %s", c.Values, ValuesRandom, ValuesText)
 	}
 	if c.Partitions < 1 {
 		return bad("--partitions %d: want >= 1", c.Partitions)

@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) 
 		return res, nil
 	}
 
-	pool := newValuePool(cfg.Size, uint64(time.Now().UnixNano()))
+	pool := newValuePool(cfg.Size, uint64(time.Now().UnixNano()), cfg.Values)
 	targets := []string{cfg.Target}
 	if cfg.Compare {
 		targets = append(targets, TargetKfake, TargetKfakeProcess)

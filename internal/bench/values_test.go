@@ -7,7 +7,7 @@ import (
 
 func TestValuePool(t *testing.T) {
 	for _, size := range []int{0, 1, 100, 1 << 20, valuePoolBytes} {
-		p := newValuePool(size, 7)
+		p := newValuePool(size, 7, ValuesRandom)
 		prev := p.value(0)
 		differ := size == 0
 		for i := range uint64(1000) {
@@ -28,7 +28,7 @@ func TestValuePool(t *testing.T) {
 
 func BenchmarkValuePool(b *testing.B) {
 	b.ReportAllocs()
-	p := newValuePool(100, 1)
+	p := newValuePool(100, 1, ValuesRandom)
 	var n int
 	for i := range b.N {
 		n += len(p.value(uint64(i)))

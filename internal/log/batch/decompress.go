@@ -89,7 +89,7 @@ type Decompressor struct {
 
 	inUse, waits, refused, corrupt, streamed, decoded atomic.Int64
 
-	gzips, lz4s, zstds, bufs sync.Pool
+	gzips, lz4s, zstds, snappys, bufs sync.Pool
 }
 
 // NewDecompressor returns a Decompressor whose work in flight holds at most
@@ -148,6 +148,8 @@ func errCorruptCodec(codec int8, err error) error {
 
 func codecName(c int8) string {
 	switch c {
+	case 0:
+		return "none"
 	case 1:
 		return "gzip"
 	case 2:
@@ -203,7 +205,18 @@ func (d *Decompressor) open(ctx context.Context, codec int8, src []byte, limit, 
 		}
 		s.r, s.close = z, func() { d.gzips.Put(z) }
 	case 2:
-		s.r, s.close = newSnappyReader(src), func() {}
+		z, _ := d.snappys.Get().(*snappyReader)
+		if z == nil {
+			z = new(snappyReader)
+		}
+		z.reset(src)
+		s.r, s.close = z, func() {
+			z.reset(nil)
+			if cap(z.buf) > maxPooledSnappy {
+				z.buf = nil // a rare large block is not kept for later
+			}
+			d.snappys.Put(z)
+		}
 	case 3:
 		z, _ := d.lz4s.Get().(*lz4.Reader)
 		if z == nil {
@@ -383,11 +396,17 @@ type snappyReader struct {
 	buf    []byte
 }
 
-func newSnappyReader(src []byte) *snappyReader {
-	if len(src) > 16 && bytes.HasPrefix(src, xerialPrefix) {
-		return &snappyReader{src: src[16:], xerial: true}
+// maxPooledSnappy is the largest decode buffer a pooled snappy reader
+// keeps between uses.
+const maxPooledSnappy = 4 << 20
+
+func (s *snappyReader) reset(src []byte) {
+	s.out = nil
+	s.xerial = len(src) > 16 && bytes.HasPrefix(src, xerialPrefix)
+	if s.xerial {
+		src = src[16:]
 	}
-	return &snappyReader{src: src}
+	s.src = src
 }
 
 func (s *snappyReader) Read(p []byte) (int, error) {
