@@ -199,6 +199,21 @@ type Config struct {
 	DefaultPartitions int32 `yaml:"default_partitions"`
 	// MaxRequestBytes bounds one request frame (socket.request.max.bytes).
 	MaxRequestBytes int32 `yaml:"max_request_bytes"`
+	// QueuedMaxRequestBytes bounds the bytes of requests being read or in
+	// flight on all connections together (queued.max.request.bytes); at
+	// the bound, connections wait before reading more. -1: unbounded.
+	QueuedMaxRequestBytes int64 `yaml:"queued_max_request_bytes"`
+	// MaxConnections and MaxConnectionsPerIP close new connections past
+	// that many open, on all listeners or from one address
+	// (max.connections, max.connections.per.ip). 0: unlimited.
+	MaxConnections      int32 `yaml:"max_connections"`
+	MaxConnectionsPerIP int32 `yaml:"max_connections_per_ip"`
+	// ConnectionsMaxIdle closes a connection idle this long
+	// (connections.max.idle.ms). 0: never.
+	ConnectionsMaxIdle time.Duration `yaml:"connections_max_idle"`
+	// RequestReadTimeout closes a connection that began sending a request
+	// and has not sent all of it within this long. 0: none.
+	RequestReadTimeout time.Duration `yaml:"request_read_timeout"`
 
 	Flush Flush `yaml:"flush"`
 	// WALSegmentBytes is the size at which a WAL file is closed and rolled
@@ -263,6 +278,10 @@ func Default() Config {
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		MaxRequestBytes:        100 << 20,
+		QueuedMaxRequestBytes:  256 << 20,
+		MaxConnections:         10000,
+		ConnectionsMaxIdle:     10 * time.Minute,
+		RequestReadTimeout:     30 * time.Second,
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
 		WALSegmentBytes:        64 << 20,
 		MinFreeBytes:           128 << 20,
@@ -333,8 +352,8 @@ func (c *Config) Validate() error {
 	if c.DefaultPartitions < 1 {
 		return bad("default_partitions", "must be >= 1, got %d", c.DefaultPartitions)
 	}
-	if c.MaxRequestBytes < 1024 {
-		return bad("max_request_bytes", "must be >= 1024, got %d", c.MaxRequestBytes)
+	if err := c.validateNetwork(bad); err != nil {
+		return err
 	}
 	switch c.Flush.Mode {
 	case "batch", "os":

@@ -28,6 +28,13 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"flush.mode", func(c *Config) { c.Flush.Mode = "sometimes" }},
 		{"flush.interval", func(c *Config) { c.Flush.Mode = "interval"; c.Flush.Interval = 0 }},
 		{"max_request_bytes", func(c *Config) { c.MaxRequestBytes = 10 }},
+		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = 0 }},
+		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = 4096 }},
+		{"max_connections", func(c *Config) { c.MaxConnections = -1 }},
+		{"max_connections_per_ip", func(c *Config) { c.MaxConnectionsPerIP = -5 }},
+		{"connections_max_idle", func(c *Config) { c.ConnectionsMaxIdle = -time.Second }},
+		{"connections_max_idle", func(c *Config) { c.ConnectionsMaxIdle = time.Millisecond }},
+		{"request_read_timeout", func(c *Config) { c.RequestReadTimeout = -time.Second }},
 		{"topic_defaults.retention.ms", func(c *Config) { c.TopicDefaults = map[string]string{"retention.ms": "soon"} }},
 		{"topic_defaults.bogus.key", func(c *Config) { c.TopicDefaults = map[string]string{"bogus.key": "1"} }},
 		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
@@ -43,6 +50,24 @@ func TestValidateNamesTheKey(t *testing.T) {
 				t.Fatalf("want an ErrInvalid naming %q, got %v", tc.key, err)
 			}
 		})
+	}
+}
+
+// TestNetworkLimitKeys: the network limits load from the environment like
+// every key, and their off values (-1, 0) are valid.
+func TestNetworkLimitKeys(t *testing.T) {
+	c := Default()
+	err := c.LoadEnv([]string{"SLUICE_QUEUED_MAX_REQUEST_BYTES=-1", "SLUICE_MAX_CONNECTIONS=0", "SLUICE_MAX_CONNECTIONS_PER_IP=20",
+		"SLUICE_CONNECTIONS_MAX_IDLE=0s", "SLUICE_REQUEST_READ_TIMEOUT=5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.QueuedMaxRequestBytes != -1 || c.MaxConnections != 0 || c.MaxConnectionsPerIP != 20 ||
+		c.ConnectionsMaxIdle != 0 || c.RequestReadTimeout != 5*time.Second {
+		t.Fatalf("network limits loaded wrong: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

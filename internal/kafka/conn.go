@@ -35,36 +35,50 @@ type RequestHeader struct {
 	ClientID      *string
 }
 
-// frameChunk bounds what readFrame allocates ahead of the bytes that
+// frameChunk bounds what readBody allocates ahead of the bytes that
 // arrived: a frame larger than this grows as it is read, so a size prefix
 // alone (a stalled or hostile client, another protocol's bytes) cannot make
 // the broker allocate up to the request size limit per connection.
 const frameChunk = 1 << 20
 
-// readFrame reads one size-prefixed frame. buf is reused when large enough.
-func readFrame(r io.Reader, max int32, buf []byte) ([]byte, error) {
+// checkSize validates a frame's size prefix against the limit.
+func checkSize(n, max int32) error {
+	if n < 8 { // api key + version + correlation id at least
+		return fmt.Errorf("%w: size %d", ErrFrameInvalid, n)
+	}
+	if n > max {
+		return fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, n, max)
+	}
+	return nil
+}
+
+// readFrame reads one size-prefixed frame.
+func readFrame(r io.Reader, max int32) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 8 { // api key + version + correlation id at least
-		return nil, fmt.Errorf("%w: size %d", ErrFrameInvalid, n)
+	if err := checkSize(n, max); err != nil {
+		return nil, err
 	}
-	if n > max {
-		return nil, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, n, max)
-	}
-	if int32(cap(buf)) >= n || n <= frameChunk {
-		if int32(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
+	return readBody(r, n)
+}
+
+// readBody reads a frame's n bytes into a buffer of its own that grows as
+// they arrive: frameChunk first, then doubling.
+func readBody(r io.Reader, n int32) ([]byte, error) {
+	if n <= frameChunk {
+		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the size promised more
+			}
 			return nil, err
 		}
 		return buf, nil
 	}
-	buf = make([]byte, 0, frameChunk)
+	buf := make([]byte, 0, frameChunk)
 	for int32(len(buf)) < n {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)))
@@ -132,6 +146,9 @@ type pending struct {
 	// closeAfter closes the connection once this response is written
 	// (a failed authentication).
 	closeAfter bool
+	// reserved is the request's size, held against the server's request
+	// budget until its response is built.
+	reserved int64
 }
 
 // conn serves one client connection.
@@ -153,6 +170,19 @@ type conn struct {
 	// muteUntil (unix ns) holds back the next request of a client over
 	// its quota (KIP-219: the throttle applies after the response).
 	muteUntil atomic.Int64
+
+	// br buffers reads while a request is arriving; between requests it
+	// goes back to the server's pool, so an idle connection holds no read
+	// buffer (read loop only).
+	br *bufio.Reader
+	// For the reaper, on the server's clock (Server.now): the phase and
+	// when it began (setPhase), when a response was last written, when
+	// the write in progress began (0: none), and requests dispatched but
+	// not yet answered.
+	phase     atomic.Int64
+	lastWrite atomic.Int64
+	writing   atomic.Int64
+	inflight  atomic.Int32
 }
 
 // mute holds the connection's next request back for d.
@@ -200,7 +230,7 @@ func (c *conn) serve(ctx context.Context) {
 	if !c.handshakeTLS(ctx) {
 		return
 	}
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	defer c.releaseReader()
 	for {
 		// Each frame gets its own buffer: kmsg's ReadFrom keeps sub-slices
 		// (record batches) of its input, and handlers may still hold them
@@ -212,20 +242,25 @@ func (c *conn) serve(ctx context.Context) {
 			// sasl.server.max.receive.size has it.
 			limit = min(limit, maxPreAuthBytes)
 		}
-		frame, err := readFrame(br, limit, nil)
+		frame, err := c.readRequest(limit)
 		if err != nil {
 			switch {
 			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrFrameInvalid):
 				// As Kafka's InvalidReceiveException: worth a line, since
 				// a client is speaking another protocol or misconfigured.
 				c.srv.metrics.badRequests.Inc()
+				if errors.Is(err, ErrFrameTooLarge) {
+					c.srv.limits.closed.WithLabelValues(closedFrameTooLarge).Inc()
+				}
 				c.logger.Info("closing connection after bad frame", "err", err, "limit", limit)
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.logger.Debug("closing connection", "err", err)
 			}
 			return
 		}
+		reserved := int64(len(frame))
 		if !c.sleep(time.Until(time.Unix(0, c.muteUntil.Load()))) {
+			c.srv.budget.release(reserved)
 			return
 		}
 		var p pending
@@ -235,24 +270,89 @@ func (c *conn) serve(ctx context.Context) {
 		case c.reauthenticating(frame):
 			p, err = c.authenticate(ctx, frame)
 		case c.sessionExpired():
+			c.srv.budget.release(reserved)
 			c.logger.Info("closing connection: its SASL session expired without re-authentication")
 			return
 		default:
 			p, err = c.dispatch(ctx, frame)
 		}
 		if err != nil {
+			c.srv.budget.release(reserved)
 			c.srv.metrics.badRequests.Inc()
 			c.logger.Info("closing connection after bad request", "err", err)
 			return
 		}
+		p.reserved = reserved
+		c.inflight.Add(1)
 		select {
 		case c.queue <- p:
 		case <-c.closed:
+			c.srv.budget.release(reserved)
 			return
 		}
 		if p.closeAfter {
 			return // the writer sends p, then the connection closes
 		}
+	}
+}
+
+// readBufSize is the read buffer a connection holds while a request is
+// arriving: large frames are read past it, straight into their own buffer.
+const readBufSize = 64 << 10
+
+// readRequest reads the next request frame, of at most limit bytes, and
+// reserves its size against the server's request budget: the caller
+// releases it. While waiting for a request to begin, the connection holds
+// no read buffer; once one begins, the reaper gives it request_read_timeout
+// to arrive in full (the time spent waiting for the budget aside).
+func (c *conn) readRequest(limit int32) ([]byte, error) {
+	c.setPhase(phaseIdle)
+	var sz [4]byte
+	have := 0
+	if c.br == nil || c.br.Buffered() == 0 {
+		// Wait for the first byte on the connection itself. This costs a
+		// second read syscall per request when none is queued behind it,
+		// which is little next to a request's work, and spares an idle
+		// connection its read buffer.
+		c.releaseReader()
+		for have == 0 {
+			n, err := c.nc.Read(sz[:1])
+			if err != nil && n == 0 {
+				return nil, err
+			}
+			have = n
+		}
+		c.br = c.srv.readers.Get().(*bufio.Reader)
+		c.br.Reset(c.nc)
+	}
+	c.setPhase(phaseReading)
+	if _, err := io.ReadFull(c.br, sz[have:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if err := checkSize(n, limit); err != nil {
+		return nil, err
+	}
+	c.setPhase(phaseBusy)
+	if !c.srv.budget.acquire(int64(n), c.closed) {
+		return nil, net.ErrClosed
+	}
+	c.setPhase(phaseReading)
+	frame, err := readBody(c.br, n)
+	c.setPhase(phaseBusy)
+	if err != nil {
+		c.srv.budget.release(int64(n))
+		return nil, err
+	}
+	return frame, nil
+}
+
+// releaseReader gives the read buffer back to the server's pool.
+func (c *conn) releaseReader() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		c.srv.readers.Put(c.br)
+		c.br = nil
 	}
 }
 
@@ -299,60 +399,93 @@ func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	var buf []byte
 	for p := range c.queue {
-		if p.raw != nil {
-			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(p.raw)))
-			if _, err := c.nc.Write(append(buf, p.raw...)); err != nil {
-				c.close()
-			}
-			continue
-		}
-		if p.complete == nil {
-			if p.rc != nil && p.rc.throttle > 0 {
-				c.throttled(p, p.rc.throttle)
-				c.mute(p.rc.throttle) // acks=0: there is no response to carry it
-			}
-			continue
-		}
-		resp := p.complete()
-		if !p.start.IsZero() {
-			c.srv.metrics.duration.WithLabelValues(kmsg.NameForKey(p.hdr.APIKey)).Observe(time.Since(p.start).Seconds())
-		}
-		if resp == nil {
-			continue
-		}
-		if p.rc != nil && p.rc.throttle > 0 {
-			if sr, ok := resp.(kmsg.SetThrottleResponse); ok {
-				resp.SetVersion(p.hdr.APIVersion)
-				c.throttled(p, p.rc.throttle)
-				sr.SetThrottle(int32(min(p.rc.throttle.Milliseconds(), math.MaxInt32)))
-				if _, after := resp.(kmsg.ThrottleResponse).Throttle(); after {
-					c.mute(p.rc.throttle)
-				} else {
-					// Before KIP-219 the broker delays the response itself.
-					c.sleep(p.rc.throttle)
-				}
-			}
-		}
-		// A Fetch response is encoded into a pooled buffer; others into
-		// the connection's own, which never grows past connBufMax.
-		out, pooled := buf[:0], false
-		if p.hdr.APIKey == int16(kmsg.Fetch) {
-			if b, ok := c.srv.bigBufs.Get().(*[]byte); ok {
-				out, pooled = (*b)[:0], true
-			}
-		}
-		out = appendResponse(out, p.hdr, resp, p.apiVersionsV0Fallback)
-		_, err := c.nc.Write(out)
-		if pooled || cap(out) > connBufMax {
-			c.srv.bigBufs.Put(&out) // never buf's array: that stays under connBufMax
-		} else {
-			buf = out
-		}
-		if err != nil || p.closeAfter {
-			c.close()
-			continue // drain the queue so the reader can exit
+		buf = c.respond(&p, buf)
+		c.srv.budget.release(p.reserved)
+		c.inflight.Add(-1)
+		if len(c.queue) == 0 && cap(buf) > idleBufMax {
+			// Nothing more to answer: an idle connection keeps little.
+			old := buf
+			c.srv.bigBufs.Put(&old)
+			buf = nil
 		}
 	}
+}
+
+// idleBufMax is the largest response buffer a connection keeps while it
+// has nothing to answer.
+const idleBufMax = 16 << 10
+
+// respond completes p and writes its response, if any, encoded into buf
+// (which it returns, grown). The request's budget is released as soon as
+// the response is built, before a write that a slow client may hold up.
+func (c *conn) respond(p *pending, buf []byte) []byte {
+	if p.raw != nil {
+		buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(p.raw)))
+		buf = append(buf, p.raw...)
+		if err := c.write(buf); err != nil {
+			c.close()
+		}
+		return buf
+	}
+	if p.complete == nil {
+		if p.rc != nil && p.rc.throttle > 0 {
+			c.throttled(*p, p.rc.throttle)
+			c.mute(p.rc.throttle) // acks=0: there is no response to carry it
+		}
+		return buf
+	}
+	resp := p.complete()
+	c.srv.budget.release(p.reserved)
+	p.reserved = 0
+	if !p.start.IsZero() {
+		c.srv.metrics.duration.WithLabelValues(kmsg.NameForKey(p.hdr.APIKey)).Observe(time.Since(p.start).Seconds())
+	}
+	if resp == nil {
+		return buf
+	}
+	if p.rc != nil && p.rc.throttle > 0 {
+		if sr, ok := resp.(kmsg.SetThrottleResponse); ok {
+			resp.SetVersion(p.hdr.APIVersion)
+			c.throttled(*p, p.rc.throttle)
+			sr.SetThrottle(int32(min(p.rc.throttle.Milliseconds(), math.MaxInt32)))
+			if _, after := resp.(kmsg.ThrottleResponse).Throttle(); after {
+				c.mute(p.rc.throttle)
+			} else {
+				// Before KIP-219 the broker delays the response itself.
+				c.sleep(p.rc.throttle)
+			}
+		}
+	}
+	// A Fetch response is encoded into a pooled buffer; others into
+	// the connection's own, which never grows past connBufMax.
+	out, pooled := buf[:0], false
+	if p.hdr.APIKey == int16(kmsg.Fetch) {
+		if b, ok := c.srv.bigBufs.Get().(*[]byte); ok {
+			out, pooled = (*b)[:0], true
+		}
+	}
+	out = appendResponse(out, p.hdr, resp, p.apiVersionsV0Fallback)
+	err := c.write(out)
+	if pooled || cap(out) > connBufMax {
+		c.srv.bigBufs.Put(&out) // never buf's array: that stays under connBufMax
+	} else {
+		buf = out
+	}
+	if err != nil || p.closeAfter {
+		c.close() // the loop drains the queue so the reader can exit
+	}
+	return buf
+}
+
+// write writes b, marking the write in progress for the reaper: a client
+// that reads nothing for connections_max_idle is closed.
+func (c *conn) write(b []byte) error {
+	c.writing.Store(max(c.srv.now(), 1))
+	_, err := c.nc.Write(b)
+	now := c.srv.now()
+	c.writing.Store(0)
+	c.lastWrite.Store(now)
+	return err
 }
 
 // throttled counts time a client is held back for its quota.

@@ -22,7 +22,7 @@ func TestReadFrameSizes(t *testing.T) {
 			body[i] = byte(i * 7)
 		}
 		for _, r := range []io.Reader{bytes.NewReader(sizePrefixed(body)), &trickle{b: sizePrefixed(body), n: 4093}} {
-			got, err := readFrame(r, 100<<20, nil)
+			got, err := readFrame(r, 100<<20)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("size %d: err %v, got %d bytes, equal %t", n, err, len(got), bytes.Equal(got, body))
 			}
@@ -53,7 +53,7 @@ func TestReadFrameAllocatesWhatArrives(t *testing.T) {
 	in := append(binary.BigEndian.AppendUint32(nil, 64<<20), make([]byte, 10)...)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := readFrame(bytes.NewReader(in), 100<<20, nil)
+	_, err := readFrame(bytes.NewReader(in), 100<<20)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated frame: %v, want io.ErrUnexpectedEOF", err)

@@ -13,4 +13,11 @@
 // durability, a long-polling fetch). A second goroutine completes responses
 // strictly in request order, so a client may have many requests in flight
 // while appends to one partition keep the order they were sent in.
+//
+// Limits (limits.go, docs/limits.md): the accept loop refuses connections
+// past max_connections and max_connections_per_ip; a request's size is
+// reserved against the server-wide request budget before its body is read
+// and released when its response is built; one reaper goroutine closes
+// connections idle too long or too slow to send a request. Server.mu and
+// the budget's lock are never held together.
 package kafka

@@ -24,7 +24,7 @@ func FuzzReadFrame(f *testing.F) {
 		const max = 1 << 20
 		r := bytes.NewReader(in)
 		for {
-			frame, err := readFrame(r, max, nil)
+			frame, err := readFrame(r, max)
 			if err != nil {
 				return
 			}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -24,8 +25,26 @@ import (
 // Config is the front-end's configuration.
 type Config struct {
 	// MaxRequestBytes bounds one request frame; larger frames close the
-	// connection (Kafka's socket.request.max.bytes).
+	// connection (Kafka's socket.request.max.bytes). A frame's buffer
+	// grows as its bytes arrive, never to the announced size up front.
 	MaxRequestBytes int32
+	// QueuedMaxRequestBytes bounds the bytes of requests being read or in
+	// flight across all connections (Kafka's queued.max.request.bytes):
+	// at the bound, connections wait to read their next request. <= 0:
+	// unbounded.
+	QueuedMaxRequestBytes int64
+	// MaxConnections and MaxConnectionsPerIP refuse (close) a new
+	// connection past that many open, on all listeners together or from
+	// one address (Kafka's max.connections, max.connections.per.ip).
+	// 0: unlimited.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a connection with no request in flight
+	// and no bytes moved for this long (connections.max.idle.ms). 0: never.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout closes a connection that began a request and has
+	// not sent all of it within this long (a slowloris client). 0: none.
+	RequestReadTimeout time.Duration
 	// Quotas holds the client quotas and enforces them on produce and
 	// fetch traffic; nil disables client quotas.
 	Quotas *quota.Manager
@@ -55,6 +74,9 @@ type Listener struct {
 	// and principal; a connection whose session ended is closed at its
 	// next request.
 	SessionLifetime time.Duration
+	// InterBroker marks the listener brokers reach each other through,
+	// which max_connections does not apply to (as in Kafka).
+	InterBroker bool
 }
 
 // handlerFunc runs the ordered part of a request and returns the function
@@ -111,21 +133,38 @@ type Server struct {
 	apis    map[int16]api
 	metrics metrics
 
+	// budget bounds the request bytes all connections hold.
+	budget *requestBudget
+	limits limitMetrics
+	// epoch starts the monotonic clock connection phases are timed on.
+	epoch time.Time
+	stop  chan struct{} // closed by Close: ends the reaper
+	once  sync.Once
+
 	mu    sync.Mutex
 	lns   []net.Listener
 	conns map[*conn]struct{}
+	perIP map[string]int // open connections by remote address
 	wg    sync.WaitGroup
 
 	// bigBufs holds response buffers over connBufMax (*[]byte), shared by
 	// all connections so that a large Fetch response reuses memory instead
 	// of growing a fresh buffer, while an idle connection keeps little.
 	bigBufs sync.Pool
+	// readers holds the read buffers (*bufio.Reader of readBufSize) of
+	// connections between requests.
+	readers sync.Pool
 }
 
 // NewServer builds the front-end over b, the group coordinator groups and
-// the transaction coordinator txns. reg may be nil.
+// the transaction coordinator txns. reg may be nil. cfg must be valid
+// (Config.Validate).
 func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, txns *txn.Coordinator, logger *slog.Logger, reg prometheus.Registerer) *Server {
-	s := &Server{cfg: cfg, broker: b, groups: groups, txns: txns, logger: logger, apis: map[int16]api{}, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, broker: b, groups: groups, txns: txns, logger: logger, apis: map[int16]api{},
+		conns: map[*conn]struct{}{}, perIP: map[string]int{}, epoch: time.Now(), stop: make(chan struct{})}
+	s.readers.New = func() any { return bufio.NewReaderSize(nil, readBufSize) }
+	s.limits, s.budget = newLimitMetrics()
+	s.budget.limit = cfg.QueuedMaxRequestBytes
 	s.metrics = metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "requests_total", Help: "Kafka requests by API.",
@@ -148,10 +187,12 @@ func NewServer(cfg Config, b *broker.Broker, groups *group.Coordinator, txns *tx
 	}
 	if reg != nil {
 		reg.MustRegister(s.metrics.requests, s.metrics.duration, s.metrics.connections, s.metrics.badRequests, s.metrics.throttled)
+		reg.MustRegister(s.limits.collectors(s.budget)...)
 	}
 	for _, reg := range registrations {
 		reg(s)
 	}
+	s.wg.Go(func() { s.reap(s.stop) })
 	return s
 }
 
@@ -216,24 +257,29 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener, l Listener)
 		}
 		c := &conn{srv: s, nc: nc, listener: l, logger: s.logger.With("remote", nc.RemoteAddr().String()),
 			queue: make(chan pending, 64), closed: make(chan struct{})}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		c.setPhase(phaseIdle)
+		c.lastWrite.Store(s.now())
+		ip := remoteIP(nc)
+		if reason := s.admit(c, ip); reason != "" {
+			s.limits.refused.WithLabelValues(reason).Inc()
+			c.logger.Debug("refusing connection", "limit", reason)
+			nc.Close()
+			continue
+		}
 		s.metrics.connections.Inc()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			c.serve(ctx)
 			s.metrics.connections.Dec()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
+			s.forget(c, ip)
 		}()
 	}
 }
 
 // Close stops accepting, closes every connection and waits for handlers.
 func (s *Server) Close() error {
+	s.once.Do(func() { close(s.stop) })
 	s.mu.Lock()
 	for _, ln := range s.lns {
 		ln.Close()

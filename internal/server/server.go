@@ -17,6 +17,7 @@ import (
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -228,6 +229,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		DataDir:           cfg.DataDir,
 		Static: map[string]string{
 			"socket.request.max.bytes":        strconv.Itoa(int(cfg.MaxRequestBytes)),
+			"queued.max.request.bytes":        strconv.FormatInt(cfg.QueuedMaxRequestBytes, 10),
+			"max.connections":                 kafkaUnlimited(cfg.MaxConnections),
+			"max.connections.per.ip":          kafkaUnlimited(cfg.MaxConnectionsPerIP),
+			"connections.max.idle.ms":         strconv.FormatInt(cfg.ConnectionsMaxIdle.Milliseconds(), 10),
 			"log.dirs":                        cfg.DataDir,
 			"log.retention.check.interval.ms": strconv.FormatInt(cfg.RetentionCheckInterval.Milliseconds(), 10),
 		},
@@ -325,6 +330,17 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if err == nil {
 		err = authz.Load(ctx)
 	}
+	kcfg := kafka.DefaultConfig()
+	kcfg.MaxRequestBytes = cfg.MaxRequestBytes
+	kcfg.QueuedMaxRequestBytes = cfg.QueuedMaxRequestBytes
+	kcfg.MaxConnections = int(cfg.MaxConnections)
+	kcfg.MaxConnectionsPerIP = int(cfg.MaxConnectionsPerIP)
+	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
+	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
+	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
+	if err == nil {
+		err = kcfg.Validate() // config.Validate has checked the keys already
+	}
 	if err != nil {
 		txns.Close()
 		groups.Close()
@@ -337,7 +353,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
 		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
-	s.kafka = kafka.NewServer(kafka.Config{MaxRequestBytes: cfg.MaxRequestBytes, Quotas: quotas, Credentials: creds, Authorizer: authz}, b, groups, txns, logger.With("component", "kafka"), reg)
+	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
 			err := s.kafka.ServeListener(ctx, l, listeners[i])
@@ -525,6 +541,9 @@ func kafkaListeners(ctx context.Context, cfg config.Config, specs []config.Liste
 	var auth *sasl.Authenticator
 	for i, l := range specs {
 		out[i].Name = l.Name
+		if ib, err := cfg.InterBroker(); cfg.ClusterMode() && err == nil && ib.Name == l.Name {
+			out[i].InterBroker = true
+		}
 		if !l.SASL() {
 			continue
 		}
@@ -642,4 +661,13 @@ func securityConfigs(cfg config.Config, specs []config.Listener, lns []net.Liste
 		out["inter.broker.listener.name"] = ib.Name
 	}
 	return out
+}
+
+// kafkaUnlimited is a connection limit as Kafka reports it: 0, sluice's
+// "unlimited", is Kafka's default of Int.MaxValue.
+func kafkaUnlimited(n int32) string {
+	if n == 0 {
+		n = math.MaxInt32
+	}
+	return strconv.Itoa(int(n))
 }
