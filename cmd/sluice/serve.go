@@ -42,7 +42,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"flush-messages", "flush.messages", "records between fsyncs with --flush=messages"},
 	{"flush-interval", "flush.interval", "time between fsyncs with --flush=interval (e.g. 50ms)"},
 	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
-	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; resume when freed (-1: off)"},
+	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; offset commits and transaction markers go on down to half of it; resume when freed (-1: off)"},
 	{"retention-check-interval", "retention_check_interval", "how often retention, producer expiry and garbage collection run (Kafka's log.retention.check.interval.ms)"},
 	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
 	{"topic-defaults", "topic_defaults", "broker-level topic config defaults, k=v,k=v (e.g. retention.ms=3600000)"},
