@@ -49,7 +49,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
 	{"decompress-budget-bytes", "decompress_budget_bytes", "memory budget of all decompressions in flight (produce validation, timestamp lookups, compaction)"},
 	{"decompress-ratio", "decompress_ratio", "a batch may hold at most this many times its topic's max.message.bytes once decompressed"},
-	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; resume when freed (-1: off)"},
+	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; offset commits and transaction markers go on down to half of it; resume when freed (-1: off)"},
 	{"retention-check-interval", "retention_check_interval", "how often retention, producer expiry and garbage collection run (Kafka's log.retention.check.interval.ms)"},
 	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
 	{"topic-defaults", "topic_defaults", "broker-level topic config defaults, k=v,k=v (e.g. retention.ms=3600000)"},

@@ -115,6 +115,20 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// RefuseInternal is the refusal of a client's request to op ("create",
+// "delete", "add partitions to") an internal topic (log.IsInternalTopic),
+// or nil for any other topic. The broker creates __consumer_offsets and
+// __transaction_state itself, at first use, with their configured
+// partition counts: the count maps every group and transactional id to its
+// coordinator's partition, so one careless admin call made before first
+// use, or a later one changing it, would break or fix that for good.
+func RefuseInternal(op, name string) error {
+	if !log.IsInternalTopic(name) {
+		return nil
+	}
+	return fmt.Errorf("%w: cannot %s internal topic %s: the broker creates and manages it itself", ErrInvalidRequest, op, name)
+}
+
 // CreateTopicRequest is what CreateTopics asks for.
 type CreateTopicRequest struct {
 	Name              string
@@ -132,6 +146,9 @@ type CreateTopicRequest struct {
 // CreateTopic validates and (unless ValidateOnly) creates a topic.
 func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.TopicInfo, error) {
 	if err := ValidateTopicName(r.Name); err != nil {
+		return log.TopicInfo{}, err
+	}
+	if err := RefuseInternal("create", r.Name); err != nil {
 		return log.TopicInfo{}, err
 	}
 	parts, rf := r.Partitions, r.ReplicationFactor
@@ -175,6 +192,15 @@ func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.Top
 	return b.engine.CreateTopicAssigned(ctx, r.Name, parts, rf, r.Configs, byPartition(0, r.Assignments))
 }
 
+// DeleteTopic deletes a topic for a client (DeleteTopics); internal topics
+// are refused.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := RefuseInternal("delete", name); err != nil {
+		return err
+	}
+	return b.engine.DeleteTopic(ctx, name)
+}
+
 // byPartition maps as[i] to partition first+i; nil for none.
 func byPartition(first int32, as [][]int32) map[int32][]int32 {
 	if len(as) == 0 {
@@ -191,6 +217,9 @@ func byPartition(first int32, as [][]int32) map[int32][]int32 {
 // are the replica lists of the new partitions, checked as Kafka checks
 // them (the same number of replicas as the topic's factor).
 func (b *Broker) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
+	if err := RefuseInternal("add partitions to", topic); err != nil {
+		return err
+	}
 	t, ok := b.engine.Topic(topic)
 	if !ok {
 		return fmt.Errorf("%w: topic %q does not exist", log.ErrUnknownTopicOrPartition, topic)
@@ -317,7 +346,9 @@ func (b *Broker) TopicForMetadata(ctx context.Context, name string, allowAutoCre
 	if t, ok := b.engine.Topic(name); ok {
 		return t, false, nil
 	}
-	if !allowAutoCreate || !b.cfg.AutoCreateTopics {
+	if !allowAutoCreate || !b.cfg.AutoCreateTopics || log.IsInternalTopic(name) {
+		// Internal topics are created by their coordinators, with their
+		// own partition counts and configs, never as ordinary topics.
 		return log.TopicInfo{}, false, log.ErrUnknownTopicOrPartition
 	}
 	if err := ValidateTopicName(name); err != nil {

@@ -222,7 +222,9 @@ type Config struct {
 	// MinFreeBytes: below this much free space on the data dir's file
 	// system, produce is refused with KAFKA_STORAGE_ERROR until space is
 	// freed (-1: off; a write that finds the disk full still stops
-	// appends until space is freed). Single node only.
+	// appends until space is freed). Offset commits, coordinator state and
+	// transaction markers go on down to half of it, the hard floor, so
+	// consumers can drain. Single node only.
 	MinFreeBytes int64 `yaml:"min_free_bytes"`
 	// DecompressBudgetBytes bounds the memory of all decompressions in
 	// flight (produce validation of compressed batches, timestamp

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // CreatePartitions v0-v3 (v2+ flexible).
@@ -26,11 +28,16 @@ func handleCreatePartitions(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response 
 			st.ErrorMessage = &msg
 		}
 		info, ok := b.Engine().Topic(rt.Topic)
+		internal := broker.RefuseInternal("add partitions to", rt.Topic)
 		switch {
 		case !rc.authorized(kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic, rt.Topic):
 			fail(kerr.TopicAuthorizationFailed.Code, "not authorized to alter topic "+rt.Topic)
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %q appears more than once in the request", rt.Topic))
+		case internal != nil:
+			// Whether it exists yet or not: its partition count is the
+			// broker's to choose.
+			fail(errorCode(internal), internal.Error())
 		case !ok:
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %q does not exist", rt.Topic))
 		case rt.Count <= info.Partitions:

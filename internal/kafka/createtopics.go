@@ -11,7 +11,9 @@ import (
 )
 
 // CreateTopics v2-v7. v2 is the KIP-896 floor; v5+ flexible and returns the
-// created topic's configs; v7 returns the topic id.
+// created topic's configs; v7 returns the topic id. Internal topics are
+// refused with INVALID_REQUEST, validate-only too (broker.RefuseInternal):
+// the broker creates them itself.
 func init() { register(kmsg.CreateTopics, 2, 7, handleCreateTopics) }
 
 func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {

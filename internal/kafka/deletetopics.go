@@ -7,8 +7,9 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
-// DeleteTopics v1-v6. v1 is the KIP-896 floor; v4+ flexible; v6 names topics
-// by name or id.
+// DeleteTopics v1-v6. v1 is the KIP-896 floor; v4+ flexible; v5+ carries an
+// error message; v6 names topics by name or id. Internal topics, existing
+// or not, are refused with INVALID_REQUEST (broker.RefuseInternal).
 func init() { register(kmsg.DeleteTopics, 1, 6, handleDeleteTopics) }
 
 func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -60,14 +61,7 @@ func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if info, ok := b.Engine().Topic(name); ok && info.Internal {
-			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			msg := "internal topics cannot be deleted"
-			st.ErrorMessage = &msg
-			resp.Topics = append(resp.Topics, st)
-			continue
-		}
-		if err := b.Engine().DeleteTopic(rc.ctx, name); err != nil {
+		if err := b.DeleteTopic(rc.ctx, name); err != nil {
 			st.ErrorCode = errorCode(err)
 			if err != log.ErrUnknownTopicOrPartition {
 				st.ErrorMessage = errorMessage(err)

@@ -1,13 +1,17 @@
 package kafka
 
 import (
+	"context"
+
 	"github.com/sluice-mq/sluice/internal/acl"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/txn"
 )
 
 // Metadata v0-v13. v4+ carries allow_auto_topic_creation (before v4 topics
@@ -15,7 +19,8 @@ import (
 // lets a topic be named by id only; v13 adds a top-level error code
 // (KIP-1102), which only asks a client to rebootstrap and is always 0
 // here. The request that auto-creates a topic gets LEADER_NOT_AVAILABLE
-// for it, as from Kafka; the next finds it.
+// for it, as from Kafka; the next finds it. Internal topics are created by
+// their coordinators (ensureInternalTopic), never as ordinary topics.
 func init() { register(kmsg.Metadata, 0, 13, handleMetadata) }
 
 func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -103,6 +108,18 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 			// Auto-creation needs CREATE on the cluster or the topic.
 			create := allow && (mayCreate || rc.authorized(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, *rt.Topic))
+			if created, err := rc.ensureInternalTopic(*rt.Topic, create && b.AutoCreate()); created || err != nil {
+				if err != nil {
+					addErr(rt.Topic, [16]byte{}, err)
+					continue
+				}
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+				mt.IsInternal = true
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			t, created, err := b.TopicForMetadata(rc.ctx, *rt.Topic, create)
 			switch {
 			case err != nil:
@@ -122,6 +139,32 @@ func handleMetadata(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 	resp.AuthorizedOperations = rc.authorizedOps(req.IncludeClusterAuthorizedOperations, clusterOperations, kmsg.ACLResourceTypeCluster, acl.ClusterName)
 	return done(resp)
+}
+
+// ensureInternalTopic, when create (the request may auto-create topics),
+// has the coordinator of a missing __consumer_offsets or
+// __transaction_state create it, with its configured partition count and
+// configs, as Kafka's auto-creation does for internal topics. created
+// reports that the topic did not exist before. Other names, and internal
+// topics that exist or may not be created, are left to TopicForMetadata,
+// which never creates an internal topic as an ordinary one.
+func (rc *reqCtx) ensureInternalTopic(name string, create bool) (created bool, err error) {
+	if !create {
+		return false, nil
+	}
+	var ensure func(context.Context) error
+	switch name {
+	case group.Topic:
+		ensure = rc.groups().EnsureTopic
+	case txn.Topic:
+		ensure = rc.txns().EnsureTopic
+	default:
+		return false, nil
+	}
+	if _, ok := rc.broker().Engine().Topic(name); ok {
+		return false, nil
+	}
+	return true, ensure(rc.ctx)
 }
 
 // partitionLeadership is what Metadata and DescribeTopicPartitions report

@@ -29,8 +29,14 @@ type Config struct {
 	// MinFreeBytes refuses appends (ErrStorage, wrapping wal.ErrFull) while the WAL's file
 	// system has less free space than this, and resumes them once space
 	// is freed (0: the default, 128 MiB; -1: only a write that finds the
-	// disk full stops appends). Single node only.
+	// disk full stops appends). Single node only. The coordinators' writes
+	// to internal topics and transaction markers are small and let
+	// consumers drain, so they go on into the lower half of the margin,
+	// the reserve, and stop only below MinFreeBytes/2.
 	MinFreeBytes int64
+	// FreeBytes reports the free space of the WAL's file system (nil:
+	// statfs); tests substitute one.
+	FreeBytes func(dir string) (int64, error)
 	// BrokerDefaults are broker-level topic config defaults keyed by topic
 	// config name (e.g. "retention.ms").
 	BrokerDefaults         map[string]string
@@ -321,9 +327,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	wo := wal.Options{
 		Dir: cfg.Dir, Mode: mode, SyncMessages: cfg.FlushMessages, SyncInterval: cfg.FlushInterval,
 		SegmentBytes: cfg.WALSegmentBytes, RollInterval: cfg.RollInterval, FirstSeq: firstSeq,
-		MinFreeBytes: cfg.MinFreeBytes,
-		OnDurable:    func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
-		OnRoll:       e.enqueueRoll,
+		MinFreeBytes: cfg.MinFreeBytes, FreeBytes: cfg.FreeBytes,
+		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
+		OnRoll:    e.enqueueRoll,
 		OnWrite: func(n, _ int, d time.Duration) {
 			e.m.flushSeconds.Observe(d.Seconds())
 			e.m.flushBytes.Add(float64(n))

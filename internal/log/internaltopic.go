@@ -55,13 +55,16 @@ func (s *InternalTopic) Create(ctx context.Context, n int32) (int32, error) {
 // Append appends one batch to partition p and returns its base offset once
 // it is durable. An acks=all Append returns only after the WAL writer has
 // advanced the high watermark past the batch (OnDurable runs before the
-// group's Durable channel closes), so no extra wait is needed.
+// group's Durable channel closes), so no extra wait is needed. These
+// writes are small and let consumers record progress, so they go on under
+// the free-space guard that refuses produce (Config.MinFreeBytes), down to
+// its hard floor.
 func (s *InternalTopic) Append(ctx context.Context, p int32, batch []byte) (int64, error) {
 	part, err := s.e.Partition(s.name, p)
 	if err != nil {
 		return 0, err
 	}
-	res, err := part.Append(ctx, batch, -1)
+	res, err := part.append(ctx, batch, untilDurable, true)
 	if err != nil {
 		return 0, err
 	}

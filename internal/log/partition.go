@@ -76,9 +76,9 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // timestamp type bit, maxTimestamp and CRC).
 func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (AppendResult, error) {
 	if acks == -1 {
-		return p.append(ctx, records, untilDurable)
+		return p.append(ctx, records, untilDurable, false)
 	}
-	return p.append(ctx, records, untilWritten)
+	return p.append(ctx, records, untilWritten, false)
 }
 
 // AppendAsync is Append returning as soon as the records have their offsets
@@ -89,7 +89,7 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 // more than Config.AsyncBacklogBytes wait for the writer, it waits until
 // its group is written, as Append with acks 1 does.
 func (p *Partition) AppendAsync(ctx context.Context, records []byte) (AppendResult, error) {
-	return p.append(ctx, records, noWait)
+	return p.append(ctx, records, noWait, false)
 }
 
 // appendWait is what an append waits for before it returns.
@@ -101,7 +101,10 @@ const (
 	untilDurable            // acks -1
 )
 
-func (p *Partition) append(ctx context.Context, records []byte, until appendWait) (AppendResult, error) {
+// append is Append. internal marks the coordinators' own writes to their
+// internal topics: they draw on the free-space reserve (wal.ReserveInternal)
+// so offset commits and transaction state go on while produce is refused.
+func (p *Partition) append(ctx context.Context, records []byte, until appendWait, internal bool) (AppendResult, error) {
 	e := p.e
 	if e.closed.Load() {
 		return AppendResult{}, ErrClosed
@@ -157,7 +160,11 @@ func (p *Partition) append(ctx context.Context, records []byte, until appendWait
 	end := base + sum.Records
 	// Reserving under p.mu puts this partition's entries into the WAL in
 	// offset order, which is what lets the writer advance HWs blindly.
-	res, err := e.wal.Reserve(n, p, end, sum.Records)
+	reserve := e.wal.Reserve
+	if internal {
+		reserve = e.wal.ReserveInternal
+	}
+	res, err := reserve(n, p, end, sum.Records)
 	if err != nil {
 		p.mu.Unlock()
 		if errors.Is(err, wal.ErrClosed) {

@@ -221,6 +221,9 @@ func controlBatch(pid int64, epoch int16, commit bool, coordinatorEpoch int32, n
 // Append. An epoch older than the producer's current one in this partition
 // is ErrInvalidProducerEpoch (a zombie coordinator's or producer's marker);
 // a newer one becomes the producer's epoch, fencing its older data.
+// Markers are small and end transactions that hold consumers back (the
+// LSO), so they go on under the free-space guard that refuses produce,
+// down to its hard floor (wal.ReserveInternal).
 func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) (int64, error) {
 	e := p.e
 	if e.closed.Load() {
@@ -243,7 +246,7 @@ func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch i
 			ErrInvalidProducerEpoch, producerID, epoch, pe.epoch, p.t.name, p.id)
 	}
 	base := p.next
-	res, err := e.wal.Reserve(len(bt)+wal.EntryHeaderSize, p, base+1, 1)
+	res, err := e.wal.ReserveInternal(len(bt)+wal.EntryHeaderSize, p, base+1, 1)
 	if err != nil {
 		p.mu.Unlock()
 		if errors.Is(err, wal.ErrClosed) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -234,7 +235,7 @@ func TestWriterMinFreeBytes(t *testing.T) {
 	free := int64(1 << 30)
 	setFree := func(n int64) { mu.Lock(); free = n; mu.Unlock() }
 	w, err := Open(Options{Dir: t.TempDir(), Mode: SyncEvery, MinFreeBytes: 1 << 20,
-		freeBytes: func(string) (int64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }})
+		FreeBytes: func(string) (int64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +261,112 @@ func TestWriterMinFreeBytes(t *testing.T) {
 	defer w2.Close()
 	if !probe(w2, 1) {
 		t.Fatal("Reserve with less than MinFreeBytes free was taken, want ErrFull")
+	}
+}
+
+// probeInternal is probe for ReserveInternal.
+func probeInternal(w *Writer, end int64) bool {
+	r, err := w.ReserveInternal(0, 0, end, 0)
+	if err == nil {
+		r.Commit()
+	}
+	return errors.Is(err, ErrFull)
+}
+
+// TestWriterInternalReserve: below MinFreeBytes Reserve is refused but
+// ReserveInternal (offset commits, transaction markers) is taken, and its
+// entries become durable, until free space falls below the hard floor,
+// MinFreeBytes/2; then both are refused, and both resume as space is freed.
+// A write that finds the disk full refuses both whatever the probe says.
+func TestWriterInternalReserve(t *testing.T) {
+	const minFree = 1 << 20
+	var mu sync.Mutex
+	free := int64(1 << 30)
+	setFree := func(n int64) { mu.Lock(); free = n; mu.Unlock() }
+	dir := t.TempDir()
+	e := entry(t, 1, 0, 1)
+	d := &disk{cap: 1 << 30}
+	w, err := Open(Options{Dir: dir, Mode: SyncEvery, MinFreeBytes: minFree, create: d.create,
+		FreeBytes: func(string) (int64, error) { mu.Lock(); defer mu.Unlock(); return free, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	end := int64(0)
+	appendInternal := func() error {
+		end++
+		r, err := w.ReserveInternal(len(e), 0, end, 1)
+		if err != nil {
+			end--
+			return err
+		}
+		copy(r.Buf, e)
+		r.Commit()
+		<-r.G.Durable()
+		return r.G.DurableErr()
+	}
+
+	setFree(minFree - 1) // the guard is on
+	eventually(t, "Reserve refuses", func() bool { return probe(w, end) })
+	if _, err := w.Reserve(len(e), 0, end+1, 1); !errors.Is(err, ErrFull) {
+		t.Fatalf("Reserve under the guard = %v, want ErrFull", err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := appendInternal(); err != nil {
+			t.Fatalf("ReserveInternal under the guard, above the floor: %v", err)
+		}
+	}
+
+	setFree(minFree/2 - 1) // below the hard floor
+	eventually(t, "ReserveInternal refuses below the floor", func() bool { return probeInternal(w, end) })
+	_, err = w.ReserveInternal(len(e), 0, end+1, 1)
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "floor") {
+		t.Fatalf("ReserveInternal below the floor = %v, want ErrFull naming the floor", err)
+	}
+	if !probe(w, end) {
+		t.Fatal("Reserve taken below the floor")
+	}
+
+	setFree(minFree / 2) // back above the floor: internal writes resume
+	eventually(t, "ReserveInternal accepts again", func() bool { return !probeInternal(w, end) })
+	if !probe(w, end) {
+		t.Fatal("Reserve taken while the guard is still on")
+	}
+	if err := appendInternal(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A truly full disk: the write that does not fit waits, and both kinds
+	// are refused with the ENOSPC meanwhile; nothing fails or is torn.
+	d.setCap(d.used) // not one more byte
+	end++
+	r, err := w.ReserveInternal(len(e), 0, end, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(r.Buf, e)
+	r.Commit()
+	eventually(t, "ReserveInternal refuses on a full disk", func() bool { return probeInternal(w, end) })
+	if _, err := w.ReserveInternal(len(e), 0, end+1, 1); !errors.Is(err, ErrFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("ReserveInternal on a full disk = %v, want ErrFull wrapping ENOSPC", err)
+	}
+	d.setCap(1 << 30)
+	<-r.G.Durable()
+	if err := r.G.DurableErr(); err != nil {
+		t.Fatalf("the internal write waiting for space: %v", err)
+	}
+
+	setFree(1 << 30) // the guard lifts
+	eventually(t, "Reserve accepts again", func() bool { return !probe(w, end) })
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Recover(dir, 0)
+	if err != nil || sc.Truncated != 0 || len(sc.Entries) != int(end) {
+		t.Fatalf("segment after recovery: %v, truncated %d, %d entries; want %d whole entries", err, sc.Truncated, len(sc.Entries), end)
 	}
 }
 

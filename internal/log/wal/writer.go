@@ -27,9 +27,10 @@ var ErrClosed = errors.New("wal: closed")
 
 // ErrFull is returned by Reserve while the WAL's file system is full: a
 // write found no space (ENOSPC, EDQUOT) and waits for some, or free space
-// fell below Options.MinFreeBytes. Appends resume by themselves once space
-// is freed (retention, deleted topics, an operator); nothing reserved
-// before is lost or failed meanwhile.
+// fell below Options.MinFreeBytes (below half of it for ReserveInternal).
+// Appends resume by themselves once space is freed (retention, deleted
+// topics, an operator); nothing reserved before is lost or failed
+// meanwhile.
 var ErrFull = errors.New("wal: disk full")
 
 // segmentFile is what the writer needs of a segment file (an *os.File;
@@ -99,13 +100,16 @@ type Options struct {
 	// MinFreeBytes, when > 0, refuses reservations (ErrFull) while the
 	// file system holding Dir has less free space than this, so a full
 	// disk is met with a clear, retriable refusal and room is left for
-	// rolls and metadata. Checked after every MinFreeBytes/8 bytes written
-	// and at least every second.
+	// rolls and metadata. Its lower half is a reserve for ReserveInternal:
+	// those are refused only below MinFreeBytes/2, the hard floor. Checked
+	// after every MinFreeBytes/8 bytes written and at least every second.
 	MinFreeBytes int64
+	// FreeBytes reports the space available on dir's file system (nil:
+	// statfs). Tests substitute a file system that fills up on demand.
+	FreeBytes func(dir string) (int64, error)
 
-	// Tests only: segment creation and the free-space probe.
-	create    func(path string) (segmentFile, error)
-	freeBytes func(dir string) (int64, error)
+	// Tests only: segment creation.
+	create func(path string) (segmentFile, error)
 }
 
 // Item is one reservation of a group: its owner and the offset it ends at.
@@ -172,7 +176,8 @@ type Writer struct {
 	closed     bool
 	killed     bool
 	failed     error
-	full       error // non-nil: Reserve refuses with it (wraps ErrFull)
+	full       error // non-nil: every reservation is refused with it (wraps ErrFull)
+	low        error // non-nil: Reserve (not ReserveInternal) is refused with it (wraps ErrFull)
 	rollReq    []chan struct{}
 
 	// SyncEvery pipelining: the writer hands written groups to the syncer
@@ -199,6 +204,7 @@ type Writer struct {
 	lastSync   time.Time
 	noSpace    error     // a write found the disk full; cleared once one fits
 	lowSpace   bool      // free space is below MinFreeBytes
+	floorSpace bool      // free space is below the hard floor, MinFreeBytes/2
 	sinceFree  int64     // bytes written since the last free-space check
 	lastFree   time.Time // time of the last free-space check
 }
@@ -226,8 +232,8 @@ func Open(o Options) (*Writer, error) {
 	if o.create == nil {
 		o.create = createFile
 	}
-	if o.freeBytes == nil {
-		o.freeBytes = freeBytes
+	if o.FreeBytes == nil {
+		o.FreeBytes = freeBytes
 	}
 	if o.MinFreeBytes < 0 || o.Sink != nil || o.SinkAsync != nil {
 		o.MinFreeBytes = 0
@@ -257,7 +263,22 @@ func Open(o Options) (*Writer, error) {
 // ending at offset end for owner, holding records records. The caller fills
 // r.Buf and calls r.Commit. Reservations become durable in the order they
 // were made, so a caller that reserves under its own lock gets log order.
+// Below Options.MinFreeBytes of free space it is refused (ErrFull).
 func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservation, error) {
+	return w.reserve(n, owner, end, records, false)
+}
+
+// ReserveInternal is Reserve for the broker's own small writes (offset
+// commits, coordinator state, transaction markers): it draws on the
+// reserve, the lower half of Options.MinFreeBytes, so consumers can still
+// record progress and transactions still end while the free-space guard
+// refuses clients' records. It is refused only below the hard floor,
+// MinFreeBytes/2, or when a write found the disk full.
+func (w *Writer) ReserveInternal(n int, owner any, end int64, records int64) (Reservation, error) {
+	return w.reserve(n, owner, end, records, true)
+}
+
+func (w *Writer) reserve(n int, owner any, end int64, records int64, internal bool) (Reservation, error) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -270,6 +291,11 @@ func (w *Writer) Reserve(n int, owner any, end int64, records int64) (Reservatio
 	}
 	if w.full != nil {
 		err := w.full
+		w.mu.Unlock()
+		return Reservation{}, err
+	}
+	if w.low != nil && !internal {
+		err := w.low
 		w.mu.Unlock()
 		return Reservation{}, err
 	}
@@ -592,88 +618,6 @@ func (w *Writer) openSegment() error {
 	}
 	w.f, w.size, w.created = f, int64(len(Magic)), time.Now()
 	return nil
-}
-
-// waitForSpace handles a write of g that found the disk full. It cuts the
-// segment back to pre (the part of g that was written), refuses new
-// reservations, and tries g again, backing off, until it fits or the writer
-// stops. Groups already written keep their durability promise: only their
-// fsync, run by the syncer meanwhile, decides it. The error is non-nil
-// only if the writer stopped first or a different failure came up; g then
-// fails with it (its records were never acknowledged).
-func (w *Writer) waitForSpace(g *Group, pre int64, err error) error {
-	w.o.Logger.Error("wal: disk full; refusing appends until space is freed", "dir", w.o.Dir, "err", err)
-	w.noSpace = err
-	w.setFull()
-	if w.o.Mode != SyncEvery {
-		w.sync() // what was written before keeps its promise meanwhile
-		if ferr := w.Err(); ferr != nil {
-			return ferr
-		}
-	}
-	backoff := 50 * time.Millisecond
-	for {
-		if pre >= 0 {
-			if terr := w.f.Truncate(pre); terr != nil {
-				return fmt.Errorf("wal: cutting back a partial write: %w (after %v)", terr, err)
-			}
-			if _, serr := w.f.Seek(pre, io.SeekStart); serr != nil {
-				return fmt.Errorf("wal: cutting back a partial write: %w (after %v)", serr, err)
-			}
-			w.size = pre
-		}
-		select {
-		case <-time.After(backoff):
-		case <-w.stop:
-			return err
-		}
-		backoff = min(2*backoff, time.Second)
-		if pre, err = w.write(g); err == nil {
-			w.noSpace = nil
-			w.checkFree(time.Now())
-			w.setFull()
-			w.o.Logger.Info("wal: disk space available again; appends resume", "dir", w.o.Dir)
-			return nil
-		}
-		if !noSpace(err) {
-			return err
-		}
-	}
-}
-
-// checkFree probes the free space of Dir (MinFreeBytes > 0).
-func (w *Writer) checkFree(now time.Time) {
-	w.sinceFree, w.lastFree = 0, now
-	free, err := w.o.freeBytes(w.o.Dir)
-	if err != nil {
-		return // no probe on this platform: only ENOSPC stops appends
-	}
-	low := free < w.o.MinFreeBytes
-	if low != w.lowSpace {
-		if low {
-			w.o.Logger.Error("wal: free space below the minimum; refusing appends until space is freed",
-				"dir", w.o.Dir, "free_bytes", free, "min_free_bytes", w.o.MinFreeBytes)
-		} else {
-			w.o.Logger.Info("wal: free space above the minimum again; appends resume",
-				"dir", w.o.Dir, "free_bytes", free, "min_free_bytes", w.o.MinFreeBytes)
-		}
-	}
-	w.lowSpace = low
-	w.setFull()
-}
-
-// setFull publishes the writer's space state to Reserve.
-func (w *Writer) setFull() {
-	var full error
-	switch {
-	case w.noSpace != nil:
-		full = fmt.Errorf("%w: %w", ErrFull, w.noSpace)
-	case w.lowSpace:
-		full = fmt.Errorf("%w: less than %d bytes free under %s", ErrFull, w.o.MinFreeBytes, w.o.Dir)
-	}
-	w.mu.Lock()
-	w.full = full
-	w.mu.Unlock()
 }
 
 // fail poisons the writer: a WAL that cannot write cannot promise anything.
