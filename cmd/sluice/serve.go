@@ -49,6 +49,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
 	{"decompress-budget-bytes", "decompress_budget_bytes", "memory budget of all decompressions in flight (produce validation, timestamp lookups, compaction)"},
 	{"decompress-ratio", "decompress_ratio", "a batch may hold at most this many times its topic's max.message.bytes once decompressed"},
+	{"memory-budget-mb", "memory_budget_mb", "memory the broker sizes itself to (heap limit, request and decompression budgets, WAL segments, caches); 0: a quarter of the machine's"},
 	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; offset commits and transaction markers go on down to half of it; resume when freed (-1: off)"},
 	{"retention-check-interval", "retention_check_interval", "how often retention, producer expiry and garbage collection run (Kafka's log.retention.check.interval.ms)"},
 	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
@@ -74,7 +75,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},
-	{"memory-limit-mb", "memory_limit_mb", "soft limit on the Go heap in MiB, as GOMEMLIMIT (0: none)"},
+	{"memory-limit-mb", "memory_limit_mb", "soft limit on the Go heap in MiB, as GOMEMLIMIT (0: 85% of the memory budget; -1: none)"},
 }
 
 func serveCommand() *cobra.Command {
@@ -108,8 +109,8 @@ func serveCommand() *cobra.Command {
 			if cfg.GCPercent > 0 {
 				debug.SetGCPercent(int(cfg.GCPercent))
 			}
-			if cfg.MemoryLimitMB > 0 {
-				debug.SetMemoryLimit(cfg.MemoryLimitMB << 20)
+			if mem := cfg.Memory(config.MachineMemory()); mem.HeapLimit > 0 {
+				debug.SetMemoryLimit(mem.HeapLimit)
 			}
 			ctx := cmd.Context()
 			srv, err := server.Start(ctx, cfg, logger)

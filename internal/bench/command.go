@@ -88,6 +88,7 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	f.BoolVar(&cfg.KeepTopic, "keep-topic", cfg.KeepTopic, "do not delete the topic the run created")
 	f.Int64Var(&cfg.Records, "records", cfg.Records, "records to produce and consume (0: only --disk-bw)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes per record value")
+	f.StringVar(&cfg.Partitioner, "partitioner", "sticky", "sticky (kgo's default: one partition per batch) or random (a random partition per record, as a producer keyed over many partitions)")
 	f.StringVar(&cfg.Values, "values", ValuesRandom, "record values: random (incompressible) or text (JSON-like log lines, about 3-4x compressible)")
 	f.Int32Var(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the created topic")
 	f.Int16Var(&cfg.Replication, "replication", cfg.Replication, "replication factor of the created topic (-1: broker default)")

@@ -30,6 +30,7 @@ type Config struct {
 	Size           int           // --size, bytes per record value
 	Values         string        // --values: random (incompressible) or text (JSON-like, compressible)
 	Partitions     int32         // --partitions
+	Partitioner    string        // --partitioner: sticky (kgo's default for keyless records) or random (a random partition per record)
 	Replication    int16         // --replication; -1 is the broker default
 	Acks           string        // --acks: all, 1 or 0
 	Idempotent     bool          // --idempotent; kgo allows it only with acks=all, so other acks turn it off
@@ -95,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.Values != "" && c.Values != ValuesRandom && c.Values != ValuesText {
 		return bad("--values %q: want %s or %s", c.Values, ValuesRandom, ValuesText)
+	}
+	if c.Partitioner != "" && c.Partitioner != "sticky" && c.Partitioner != "random" {
+		return bad("--partitioner %q: want sticky or random", c.Partitioner)
 	}
 	if c.Partitions < 1 {
 		return bad("--partitions %d: want >= 1", c.Partitions)

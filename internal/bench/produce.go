@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ func producerOpts(cfg Config, brokers []string, topic string) ([]kgo.Opt, error)
 	}
 	if cfg.BatchMaxBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
+	}
+	if cfg.Partitioner == "random" {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
 	if cfg.MaxBuffered > 0 {
 		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBuffered))
@@ -113,7 +117,11 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 		wg.Add(1)
 		go func(first uint64) {
 			defer wg.Done()
-			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally)
+			random := int32(0)
+			if cfg.Partitioner == "random" {
+				random = cfg.Partitions
+			}
+			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally, random)
 		}(uint64(i) << 40)
 	}
 	wg.Wait()
@@ -152,8 +160,9 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 
 // produceLoop is one producer: n records, paced if pc is set, then Flush.
 func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uint64, n int64,
-	pc *pacer, lat, intended *Histogram, tally *produceTally) {
+	pc *pacer, lat, intended *Histogram, tally *produceTally, partitions int32) {
 	clk := newClock()
+	rng := rand.New(rand.NewPCG(first, uint64(n)))
 	for i := range uint64(n) {
 		var due time.Time
 		if pc != nil {
@@ -167,6 +176,9 @@ func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uin
 		}
 		sent := nanotime()
 		r := &kgo.Record{Value: pool.value(first + i), Timestamp: clk.at(sent)}
+		if partitions > 0 { // --partitioner random
+			r.Partition = rng.Int32N(partitions)
+		}
 		dueNs := sent
 		if pc != nil && due.After(clk.at(sent)) {
 			// A record the pacer let out a little early counts from when

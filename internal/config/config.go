@@ -201,7 +201,8 @@ type Config struct {
 	MaxRequestBytes int32 `yaml:"max_request_bytes"`
 	// QueuedMaxRequestBytes bounds the bytes of requests being read or in
 	// flight on all connections together (queued.max.request.bytes); at
-	// the bound, connections wait before reading more. -1: unbounded.
+	// the bound, connections wait before reading more. -1: unbounded; 0:
+	// an eighth of the memory budget.
 	QueuedMaxRequestBytes int64 `yaml:"queued_max_request_bytes"`
 	// MaxConnections and MaxConnectionsPerIP close new connections past
 	// that many open, on all listeners or from one address
@@ -217,7 +218,8 @@ type Config struct {
 
 	Flush Flush `yaml:"flush"`
 	// WALSegmentBytes is the size at which a WAL file is closed and rolled
-	// into objects.
+	// into objects. 0: from the memory budget (64 MiB once the budget is
+	// 2.5 GiB or more; unrolled data is held in memory).
 	WALSegmentBytes int64 `yaml:"wal_segment_bytes"`
 	// MinFreeBytes: below this much free space on the data dir's file
 	// system, produce is refused with KAFKA_STORAGE_ERROR until space is
@@ -228,7 +230,8 @@ type Config struct {
 	MinFreeBytes int64 `yaml:"min_free_bytes"`
 	// DecompressBudgetBytes bounds the memory of all decompressions in
 	// flight (produce validation of compressed batches, timestamp
-	// lookups, compaction); work past it waits for its turn.
+	// lookups, compaction); work past it waits for its turn. 0: an eighth
+	// of the memory budget.
 	DecompressBudgetBytes int64 `yaml:"decompress_budget_bytes"`
 	// DecompressRatio: a batch may hold at most this many times its
 	// topic's max.message.bytes once decompressed (at least 8 MiB, at
@@ -265,10 +268,15 @@ type Config struct {
 	// the resident memory (docs/benchmarks.md). 0 leaves the runtime's
 	// setting (the GOGC environment variable, else 100).
 	GCPercent int32 `yaml:"gc_percent"`
-	// MemoryLimitMB, when set, is a soft limit on the Go heap (as
-	// GOMEMLIMIT): near it the collector runs more often whatever
-	// GCPercent says. 0: no limit beyond GOMEMLIMIT.
+	// MemoryLimitMB is the soft limit on the Go heap (as GOMEMLIMIT): near
+	// it the collector runs more often whatever GCPercent says. 0: 85 % of
+	// the memory budget; -1: none beyond GOMEMLIMIT.
 	MemoryLimitMB int64 `yaml:"memory_limit_mb"`
+	// MemoryBudgetMB is the memory the broker sizes itself to: its heap
+	// limit, request and decompression budgets, WAL segments, caches
+	// (docs/memory.md). Resident memory stays within it plus 10 %. 0: a
+	// quarter of the machine's (or the cgroup's) memory, 256 MiB to 16 GiB.
+	MemoryBudgetMB int64 `yaml:"memory_budget_mb"`
 }
 
 // Default returns the built-in defaults.
@@ -280,14 +288,11 @@ func Default() Config {
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		MaxRequestBytes:        100 << 20,
-		QueuedMaxRequestBytes:  256 << 20,
 		MaxConnections:         10000,
 		ConnectionsMaxIdle:     10 * time.Minute,
 		RequestReadTimeout:     30 * time.Second,
 		Flush:                  Flush{Mode: "batch", Messages: 10000, Interval: 100 * time.Millisecond},
-		WALSegmentBytes:        64 << 20,
 		MinFreeBytes:           128 << 20,
-		DecompressBudgetBytes:  256 << 20,
 		DecompressRatio:        32,
 		RetentionCheckInterval: 5 * time.Minute,
 		ProducerIDExpiration:   24 * time.Hour,
@@ -370,11 +375,14 @@ func (c *Config) Validate() error {
 	default:
 		return bad("flush.mode", "%q is not one of batch, messages, interval, os", c.Flush.Mode)
 	}
-	if c.WALSegmentBytes < 1<<20 {
-		return bad("wal_segment_bytes", "must be >= 1048576, got %d", c.WALSegmentBytes)
+	if c.WALSegmentBytes != 0 && c.WALSegmentBytes < 1<<20 {
+		return bad("wal_segment_bytes", "must be 0 (from the memory budget) or >= 1048576, got %d", c.WALSegmentBytes)
 	}
-	if c.DecompressBudgetBytes < 8<<20 {
-		return bad("decompress_budget_bytes", "must be at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
+	if c.DecompressBudgetBytes != 0 && c.DecompressBudgetBytes < 8<<20 {
+		return bad("decompress_budget_bytes", "must be 0 (from the memory budget) or at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
+	}
+	if c.MemoryBudgetMB != 0 && c.MemoryBudgetMB < MinMemoryBudget>>20 {
+		return bad("memory_budget_mb", "must be 0 (from the machine's memory) or at least %d, got %d", MinMemoryBudget>>20, c.MemoryBudgetMB)
 	}
 	if c.DecompressRatio < 1 {
 		return bad("decompress_ratio", "must be >= 1, got %d", c.DecompressRatio)
@@ -454,8 +462,8 @@ func (c *Config) Validate() error {
 	if c.GCPercent != 0 && (c.GCPercent < 10 || c.GCPercent > 10000) {
 		return bad("gc_percent", "must be 0 (runtime default) or 10..10000, got %d", c.GCPercent)
 	}
-	if c.MemoryLimitMB != 0 && c.MemoryLimitMB < 64 {
-		return bad("memory_limit_mb", "must be 0 (no limit) or at least 64, got %d", c.MemoryLimitMB)
+	if c.MemoryLimitMB != 0 && c.MemoryLimitMB != -1 && c.MemoryLimitMB < 64 {
+		return bad("memory_limit_mb", "must be 0 (from the memory budget), -1 (none) or at least 64, got %d", c.MemoryLimitMB)
 	}
 	return nil
 }

@@ -28,7 +28,11 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"flush.mode", func(c *Config) { c.Flush.Mode = "sometimes" }},
 		{"flush.interval", func(c *Config) { c.Flush.Mode = "interval"; c.Flush.Interval = 0 }},
 		{"max_request_bytes", func(c *Config) { c.MaxRequestBytes = 10 }},
-		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = 0 }},
+		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = -2 }},
+		{"wal_segment_bytes", func(c *Config) { c.WALSegmentBytes = 4096 }},
+		{"decompress_budget_bytes", func(c *Config) { c.DecompressBudgetBytes = 1 << 20 }},
+		{"memory_budget_mb", func(c *Config) { c.MemoryBudgetMB = 100 }},
+		{"memory_limit_mb", func(c *Config) { c.MemoryLimitMB = -5 }},
 		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = 4096 }},
 		{"max_connections", func(c *Config) { c.MaxConnections = -1 }},
 		{"max_connections_per_ip", func(c *Config) { c.MaxConnectionsPerIP = -5 }},
@@ -110,5 +114,33 @@ func TestBadInputs(t *testing.T) {
 	}
 	if err := c.Set("retention_check_interval", "soon"); err == nil {
 		t.Fatal("bad duration accepted")
+	}
+}
+
+// TestMemoryPlan: every share follows the budget unless set explicitly;
+// the budget follows the machine unless set.
+func TestMemoryPlan(t *testing.T) {
+	c := Default()
+	p := c.Memory(24 << 30)
+	if !p.Derived || p.Budget != 6<<30 || p.HeapLimit != (6<<30)/100*85 || p.WALSegmentBytes != 64<<20 ||
+		p.QueuedRequestBytes != 6<<30/8 || p.DecompressBytes != 6<<30/8 {
+		t.Fatalf("24 GiB machine: %+v", p)
+	}
+	if p := c.Memory(0); p.Budget != 2<<30 {
+		t.Fatalf("unknown machine: budget %d", p.Budget)
+	}
+	if p := c.Memory(512 << 20); p.Budget != MinMemoryBudget || p.WALSegmentBytes != 6<<20 {
+		t.Fatalf("512 MiB machine: %+v", p)
+	}
+	c.MemoryBudgetMB = 512
+	c.WALSegmentBytes = 32 << 20
+	c.MemoryLimitMB = -1
+	p = c.Memory(24 << 30)
+	if p.Derived || p.Budget != 512<<20 || p.WALSegmentBytes != 32<<20 || p.HeapLimit != 0 ||
+		p.QueuedRequestBytes != 64<<20 || p.DecompressBytes != 64<<20 || p.TailBytes != 32<<20 {
+		t.Fatalf("512 MiB budget: %+v", p)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,8 +7,8 @@ func (c *Config) validateNetwork(bad func(key, format string, args ...any) error
 	switch {
 	case c.MaxRequestBytes < 1024:
 		return bad("max_request_bytes", "must be >= 1024, got %d", c.MaxRequestBytes)
-	case c.QueuedMaxRequestBytes != -1 && c.QueuedMaxRequestBytes < 1<<20:
-		return bad("queued_max_request_bytes", "must be -1 (unbounded) or >= 1048576, got %d", c.QueuedMaxRequestBytes)
+	case c.QueuedMaxRequestBytes != -1 && c.QueuedMaxRequestBytes != 0 && c.QueuedMaxRequestBytes < 1<<20:
+		return bad("queued_max_request_bytes", "must be -1 (unbounded), 0 (from the memory budget) or >= 1048576, got %d", c.QueuedMaxRequestBytes)
 	case c.MaxConnections < 0:
 		return bad("max_connections", "must be >= 0 (0: unlimited), got %d", c.MaxConnections)
 	case c.MaxConnectionsPerIP < 0:

@@ -85,6 +85,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mem := cfg.Memory(config.MachineMemory())
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Name: "memory_budget_bytes",
+		Help: "The memory budget the broker sizes itself to (memory_budget_mb; docs/memory.md)."},
+		func() float64 { return float64(mem.Budget) }))
+	logger.Info("memory budget", "budget_mb", mem.Budget>>20, "from_machine", mem.Derived,
+		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20)
 
 	var (
 		md   meta.Store
@@ -132,9 +138,12 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	case "os":
 		lcfg.Flush = log.FlushOS
 	}
-	lcfg.WALSegmentBytes = cfg.WALSegmentBytes
+	lcfg.WALSegmentBytes = mem.WALSegmentBytes
 	lcfg.MinFreeBytes = cfg.MinFreeBytes
-	lcfg.DecompressBudgetBytes = cfg.DecompressBudgetBytes
+	lcfg.DecompressBudgetBytes = mem.DecompressBytes
+	lcfg.AsyncBacklogBytes = mem.AsyncBacklogBytes
+	lcfg.TailBytesTotal = mem.TailBytes
+	lcfg.BlockCacheBytes = mem.BlockCacheBytes
 	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
@@ -229,7 +238,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		DataDir:           cfg.DataDir,
 		Static: map[string]string{
 			"socket.request.max.bytes":        strconv.Itoa(int(cfg.MaxRequestBytes)),
-			"queued.max.request.bytes":        strconv.FormatInt(cfg.QueuedMaxRequestBytes, 10),
+			"queued.max.request.bytes":        strconv.FormatInt(mem.QueuedRequestBytes, 10),
 			"max.connections":                 kafkaUnlimited(cfg.MaxConnections),
 			"max.connections.per.ip":          kafkaUnlimited(cfg.MaxConnectionsPerIP),
 			"connections.max.idle.ms":         strconv.FormatInt(cfg.ConnectionsMaxIdle.Milliseconds(), 10),
@@ -332,7 +341,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	kcfg := kafka.DefaultConfig()
 	kcfg.MaxRequestBytes = cfg.MaxRequestBytes
-	kcfg.QueuedMaxRequestBytes = cfg.QueuedMaxRequestBytes
+	kcfg.QueuedMaxRequestBytes = mem.QueuedRequestBytes
 	kcfg.MaxConnections = int(cfg.MaxConnections)
 	kcfg.MaxConnectionsPerIP = int(cfg.MaxConnectionsPerIP)
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
