@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -128,30 +130,24 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	// Append every partition of this request before reading the next
 	// request from the connection: that keeps per-partition order across
 	// pipelined requests, while all partitions of the request share one
-	// group commit. acks=0 and 1 return once written (which holds the
-	// connection's next request back while the WAL is behind). acks=all
-	// does not wait here: its appends are placed, so the next pipelined
-	// request joins the same group commit, and the wait for the high
-	// watermark comes below, off the read path.
+	// group commit. Every append only places its batch (AppendAsync), so
+	// the next pipelined request joins the same group commit; acks=0 and 1
+	// then wait until the group is written (which holds the connection's
+	// next request back while the WAL is behind), and acks=all waits for
+	// the high watermark below, off the read path.
 	appendOne := func(w *produceWork) {
-		if req.Acks == -1 {
-			w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
-		} else {
-			w.res, w.err = w.p.Append(rc.ctx, w.records, 1)
-		}
+		w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
 		if w.err == nil {
 			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
 		}
 	}
-	if len(work) == 1 {
-		appendOne(work[0])
-	} else if len(work) > 1 {
-		var wg sync.WaitGroup
+	appendAll(work, size, appendOne)
+	if req.Acks != -1 {
 		for _, w := range work {
-			wg.Add(1)
-			go func() { defer wg.Done(); appendOne(w) }()
+			if w.err == nil {
+				w.err = w.res.WaitWritten(rc.ctx)
+			}
 		}
-		wg.Wait()
 	}
 	fill := func(w *produceWork, err error) {
 		sp := &resp.Topics[w.topic].Partitions[w.part]
@@ -205,6 +201,38 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		}
 		return resp
 	}
+}
+
+// parallelAppendBytes is the request size from which partitions are
+// validated and appended by several goroutines: below it one goroutine is
+// cheaper than starting others (a producer spreading small batches over
+// thousands of partitions sends exactly such requests); above it, the
+// decompression of compressed batches is worth spreading over the cores.
+const parallelAppendBytes = 1 << 20
+
+// appendAll runs appendOne for every partition of a request: in this
+// goroutine, or, for a large request of several partitions, on up to
+// GOMAXPROCS goroutines.
+func appendAll(work []*produceWork, size int, appendOne func(*produceWork)) {
+	workers := min(len(work), runtime.GOMAXPROCS(0))
+	if workers <= 1 || size < parallelAppendBytes {
+		for _, w := range work {
+			appendOne(w)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(work)); i = next.Add(1) - 1 {
+				appendOne(work[i])
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func internalTopicMessage(topic string) *string {

@@ -4,7 +4,9 @@ package log
 // broker and protocol front-end). Bodies live in other files of this package.
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/wal"
@@ -74,6 +76,25 @@ type AppendResult struct {
 	loadSeq uint64
 	// g is the WAL group holding the batch (nil for a duplicate).
 	g *wal.Group
+}
+
+// WaitWritten blocks until the WAL group holding r's batch is written (not
+// yet synced): what Append with acks 1 waits for. After AppendAsync it lets
+// one goroutine place many partitions' batches in one group and then wait
+// for that group once. A duplicate (no group) returns at once.
+func (r AppendResult) WaitWritten(ctx context.Context) error {
+	if r.g == nil {
+		return nil
+	}
+	select {
+	case <-r.g.Written():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := r.g.WriteErr(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return nil
 }
 
 // ReadResult is what Read returns.
