@@ -72,6 +72,11 @@ type SharedConfig struct {
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
+	// SnapshotBytes bounds that replay: a partition with this many bytes
+	// registered since its last snapshot (producer batches or not) is
+	// snapshotted at once (default 4 MiB). Take-over then reads at most
+	// about this much of each partition, whatever the partition's size.
+	SnapshotBytes int64
 	// IsController reports whether this broker runs cluster-wide garbage
 	// collection (sharedgc.go). nil: never.
 	IsController func() bool
@@ -145,6 +150,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, topicName, partition)
 	}
 	id := p.t.id
+	began := time.Now()
 
 	var ls int64
 	if kv, err := e.md.Get(ctx, pstateKey(id, partition)); err == nil {
@@ -158,6 +164,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	if err != nil {
 		return err
 	}
+	listed := time.Since(began)
 	next := ls
 	if n := len(exts); n > 0 && exts[n-1].Last+1 > next {
 		next = exts[n-1].Last + 1
@@ -176,7 +183,10 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: producer state: %v", ErrStorage, err)
 	}
 	ps.expire(e.producerCutoff())
-	// Fold the producer batches registered after the snapshot.
+	// Fold the producer batches registered after the snapshot. Snapshots
+	// are written every SnapshotBytes, so this reads at most about that
+	// much, however large the partition.
+	var replayed int64
 	from := max(upTo, ls)
 	for from < next {
 		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
@@ -192,11 +202,14 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 				break
 			}
 			bt := data[:size]
-			if batch.BaseOffset(bt) >= upTo && batch.ProducerID(bt) >= 0 {
-				ps.fold(bt)
-				ts.fold(bt)
+			if batch.BaseOffset(bt) >= upTo {
+				if batch.ProducerID(bt) >= 0 {
+					ps.fold(bt)
+					ts.fold(bt)
+				}
 				upTo = batch.LastOffset(bt) + 1
 			}
+			replayed += int64(size)
 			from = batch.LastOffset(bt) + 1
 			data = data[size:]
 		}
@@ -228,6 +241,9 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
 	}
 
+	e.snapMu.Lock()
+	p.unsnapBytes = replayed
+	e.snapMu.Unlock()
 	p.mu.Lock()
 	if p.deleted {
 		p.mu.Unlock()
@@ -247,8 +263,10 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	p.loadSeq++
 	p.mu.Unlock()
 	p.wake(false)
+	e.replayBytes.Add(replayed)
 	e.log.Info("partition acquired", "topic", topicName, "partition", partition, "epoch", epoch,
-		"log_start", ls, "log_end", next, "extents", len(exts))
+		"log_start", ls, "log_end", next, "extents", len(exts), "replayed_bytes", replayed,
+		"listing", listed.Round(time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
@@ -903,13 +921,20 @@ func (e *Engine) registerObject(o *pendingObject) error {
 // snapshot state, and the high watermarks move past them.
 func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int) {
 	obj := e.sharedObject(o.key, rec)
+	kick := false
 	e.snapMu.Lock()
 	for _, j := range kept {
 		for _, bt := range o.runs[j].batches {
-			e.foldRolled(o.runs[j].p, bt)
+			kick = e.foldRolledShared(o.runs[j].p, bt) || kick
 		}
 	}
 	e.snapMu.Unlock()
+	if kick {
+		select {
+		case e.snapKick <- struct{}{}:
+		default:
+		}
+	}
 	for _, j := range kept {
 		r := o.runs[j]
 		x := &extent{Extent: o.exts[j], obj: obj}
@@ -947,11 +972,39 @@ func (e *Engine) fence(p *Partition) {
 	}
 }
 
+// foldRolledShared folds a registered batch into p's snapshot state. Every
+// batch, with a producer or not, moves the state's upTo, so a take-over
+// replays only what was registered after the snapshot; once that exceeds
+// SnapshotBytes the partition is marked for a snapshot and true asks the
+// snapshot loop to write it now. snapMu held.
+func (e *Engine) foldRolledShared(p *Partition, bt []byte) bool {
+	e.foldRolled(p, bt)
+	if last := batch.LastOffset(bt) + 1; last > p.rolledUpTo {
+		p.rolledUpTo = last
+	}
+	p.unsnapBytes += int64(len(bt))
+	if p.unsnapBytes < e.cfg.Shared.SnapshotBytes {
+		return false
+	}
+	if e.prodDirty == nil {
+		e.prodDirty = map[*Partition]struct{}{}
+	}
+	e.prodDirty[p] = struct{}{}
+	return true
+}
+
 // snapshotRequest writes p's producer snapshot now (hand-off).
 func (e *Engine) snapshotRequest(p *Partition) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
+	if p.unsnapBytes > 0 {
+		// Whatever was registered since: the next leader replays nothing.
+		if e.prodDirty == nil {
+			e.prodDirty = map[*Partition]struct{}{}
+		}
+		e.prodDirty[p] = struct{}{}
+	}
 	s, ok := e.encodeSnapshotLocked(p)
 	e.snapMu.Unlock()
 	if ok {
@@ -968,10 +1021,12 @@ func (e *Engine) snapshotLoop() {
 	for {
 		select {
 		case <-t.C:
+			e.snapshotDirty(false)
+		case <-e.snapKick:
+			e.snapshotDirty(true)
 		case <-e.ctx.Done():
 			return
 		}
-		e.snapshotDirty()
 	}
 }
 
@@ -991,12 +1046,18 @@ const snapshotTxnBytes = 512 << 10
 // producer state changed since its last one, many partitions per Txn. The
 // state is encoded under snapMu and written after it is released, so
 // registrations (which fold into that state) never wait for etcd here.
-func (e *Engine) snapshotDirty() {
+//
+// With bigOnly (a kick from a registration) only partitions past
+// SnapshotBytes are written; the others wait for the interval.
+func (e *Engine) snapshotDirty(bigOnly bool) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
 	var snaps []prodSnap
 	for p := range e.prodDirty {
+		if bigOnly && p.unsnapBytes < e.cfg.Shared.SnapshotBytes {
+			continue
+		}
 		if s, ok := e.encodeSnapshotLocked(p); ok {
 			snaps = append(snaps, s)
 		}
@@ -1022,6 +1083,7 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 		return prodSnap{}, false
 	}
 	delete(e.prodDirty, p)
+	p.unsnapBytes = 0
 	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
 		return prodSnap{}, false
