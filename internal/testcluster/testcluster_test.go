@@ -68,7 +68,7 @@ func TestBrokerArgsParse(t *testing.T) {
 // TestServices starts what Start starts before the brokers, and checks the
 // failure controls tests will use on them.
 func TestServices(t *testing.T) {
-	c := startServices(t)
+	c := startServices(t, false)
 
 	// The bucket exists: a store that may not create it opens.
 	bucketExists := func() error {
