@@ -419,7 +419,7 @@ func (p *Partition) checkLive() error {
 	if p.deleted {
 		return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
 	}
-	if !p.led {
+	if !p.led || !p.e.leaseValid() {
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, p.t.name, p.id)
 	}
 	return nil
@@ -430,7 +430,7 @@ func (p *Partition) checkLive() error {
 func (p *Partition) Led() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.led && !p.deleted
+	return p.led && !p.deleted && p.e.leaseValid()
 }
 
 // markRolled records that the partition's data up to last is now in extents

@@ -50,6 +50,12 @@ type SharedConfig struct {
 	// OnFenced is told when a registration found the partition's
 	// leadership gone; the engine has already released it.
 	OnFenced func(topic string, partition int32)
+	// LeaseValid reports whether this broker's lease is certainly still
+	// held (cluster.Node.LeaseValid); nil: always. While it is false no
+	// partition is served (appends and reads answer ErrNotLeader), but
+	// nothing is released: appends already accepted still register if the
+	// lease turns out to have survived. It is called on every request.
+	LeaseValid func() bool
 	// OnTopicsChanged is called (from a background goroutine) after the
 	// topic watch applied a change.
 	OnTopicsChanged func()
@@ -93,6 +99,11 @@ func epochsKey(id [16]byte, partition int32) string {
 }
 
 func (e *Engine) shared() bool { return e.cfg.Shared != nil }
+
+// leaseValid is SharedConfig.LeaseValid; true on a single node.
+func (e *Engine) leaseValid() bool {
+	return e.cfg.Shared == nil || e.cfg.Shared.LeaseValid == nil || e.cfg.Shared.LeaseValid()
+}
 
 // epochEntry starts a leader epoch at an offset (Kafka's leader epoch cache).
 type epochEntry struct {
@@ -943,9 +954,12 @@ func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int
 	}
 }
 
-// retry runs fn until it succeeds or the engine closes, backing off. Storage
-// and meta outages are waited out: appends stay pending meanwhile, and
-// clients see request timeouts, which they retry.
+// retry runs fn until it succeeds or the engine closes, backing off up to
+// 250 ms. Storage and meta outages are waited out: appends stay pending
+// meanwhile, and clients see request timeouts, which they retry. The short
+// cap is what lets produce resume within moments of the store coming back
+// (an etcd outage stalls produce for the outage plus at most 2 s); an
+// attempt against a store that is down costs one failed request.
 func (e *Engine) retry(what string, fn func() error) {
 	backoff := 50 * time.Millisecond
 	for {
@@ -959,7 +973,7 @@ func (e *Engine) retry(what string, fn func() error) {
 		case <-e.ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 

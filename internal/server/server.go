@@ -365,8 +365,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		for _, e := range endpoints {
 			ceps = append(ceps, cluster.Endpoint{Listener: e.Listener, Host: e.Host, Port: e.Port})
 		}
+		sf := sessionFile{path: filepath.Join(cfg.DataDir, sessionFileName), nodeID: cfg.NodeID, logger: logger}
 		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: ceps,
-			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger.With("component", "cluster")}, glue)
+			LeaseTTL: cfg.Cluster.LeaseTTL, PreviousSession: sf.read(), OnSession: sf.write,
+			Logger: logger.With("component", "cluster")}, glue)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("joining the cluster: %w", err)

@@ -123,6 +123,22 @@ func (s *Server) stopProc() {
 	s.cmd, s.exited = nil, nil
 }
 
+// Kill ends a process server with SIGKILL, as a crash would: no graceful
+// shutdown, so no client stream is drained and nothing expires on the way
+// down (a graceful Stop waits up to about 5 s for open streams, with its
+// leases still running out). Start brings it back on the same data.
+func (s *Server) Kill(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		tb.Fatalf("etcdtest: Kill: not a running process server")
+	}
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.exited = nil, nil
+}
+
 // Pause stops a process server with SIGSTOP and returns once it is
 // stopped: its connections stay open and nothing answers, as in a long GC
 // pause or a VM stall. It fails tb for an embedded server.
