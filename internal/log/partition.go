@@ -43,9 +43,10 @@ type Partition struct {
 	// roller goroutine (and Open before it starts).
 	rolledProducers producers
 	rolledUpTo      int64
-	// unsnapBytes is what was registered since the last producer snapshot
-	// (cluster mode; guarded by Engine.snapMu).
-	unsnapBytes int64
+	// unsnapBytes and unsnapExtents are what was registered since the
+	// last producer snapshot (cluster mode; guarded by Engine.snapMu).
+	unsnapBytes   int64
+	unsnapExtents int
 	// txns and rolledTxns are the transaction state (txn.go), kept like
 	// producers and rolledProducers.
 	txns       txnState

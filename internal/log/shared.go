@@ -79,9 +79,10 @@ type SharedConfig struct {
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
 	// SnapshotBytes bounds that replay: a partition with this many bytes
-	// registered since its last snapshot (producer batches or not) is
-	// snapshotted at once (default 4 MiB). Take-over then reads at most
-	// about this much of each partition, whatever the partition's size.
+	// (or 64 flush extents) registered since its last snapshot, producer
+	// batches or not, is snapshotted at once (default 4 MiB). Take-over
+	// then reads at most about this much of each partition, whatever the
+	// partition's size.
 	SnapshotBytes int64
 	// IsController reports whether this broker runs cluster-wide garbage
 	// collection (sharedgc.go). nil: never.
@@ -198,7 +199,13 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	// are written every SnapshotBytes, so this reads at most about that
 	// much, however large the partition.
 	var replayed int64
+	replayedExtents := 0
 	from := max(upTo, ls)
+	for _, x := range exts {
+		if x.Last >= from {
+			replayedExtents++
+		}
+	}
 	for from < next {
 		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
 		if err != nil {
@@ -253,7 +260,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	}
 
 	e.snapMu.Lock()
-	p.unsnapBytes = replayed
+	p.unsnapBytes, p.unsnapExtents = replayed, replayedExtents
 	e.snapMu.Unlock()
 	p.mu.Lock()
 	if p.deleted {
@@ -275,8 +282,9 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	p.mu.Unlock()
 	p.wake(false)
 	e.replayBytes.Add(replayed)
+	e.replayExtents.Add(int64(replayedExtents))
 	e.log.Info("partition acquired", "topic", topicName, "partition", partition, "epoch", epoch,
-		"log_start", ls, "log_end", next, "extents", len(exts), "replayed_bytes", replayed,
+		"log_start", ls, "log_end", next, "extents", len(exts), "replayed_bytes", replayed, "replayed_extents", replayedExtents,
 		"listing", listed.Round(time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
@@ -935,8 +943,17 @@ func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int
 	kick := false
 	e.snapMu.Lock()
 	for _, j := range kept {
+		p := o.runs[j].p
 		for _, bt := range o.runs[j].batches {
-			kick = e.foldRolledShared(o.runs[j].p, bt) || kick
+			e.foldRolledShared(p, bt)
+		}
+		p.unsnapExtents++
+		if e.snapshotOverdue(p) {
+			if e.prodDirty == nil {
+				e.prodDirty = map[*Partition]struct{}{}
+			}
+			e.prodDirty[p] = struct{}{}
+			kick = true
 		}
 	}
 	e.snapMu.Unlock()
@@ -988,23 +1005,26 @@ func (e *Engine) fence(p *Partition) {
 
 // foldRolledShared folds a registered batch into p's snapshot state. Every
 // batch, with a producer or not, moves the state's upTo, so a take-over
-// replays only what was registered after the snapshot; once that exceeds
-// SnapshotBytes the partition is marked for a snapshot and true asks the
-// snapshot loop to write it now. snapMu held.
-func (e *Engine) foldRolledShared(p *Partition, bt []byte) bool {
+// replays only what was registered after the snapshot. snapMu held.
+func (e *Engine) foldRolledShared(p *Partition, bt []byte) {
 	e.foldRolled(p, bt)
 	if last := batch.LastOffset(bt) + 1; last > p.rolledUpTo {
 		p.rolledUpTo = last
 	}
 	p.unsnapBytes += int64(len(bt))
-	if p.unsnapBytes < e.cfg.Shared.SnapshotBytes {
-		return false
-	}
-	if e.prodDirty == nil {
-		e.prodDirty = map[*Partition]struct{}{}
-	}
-	e.prodDirty[p] = struct{}{}
-	return true
+}
+
+// snapshotExtents bounds the flush extents registered between two
+// snapshots of a partition: a take-over reads each of them (one GET each),
+// and a partition written a record at a time registers one per flush, so
+// bytes alone would let hundreds pile up.
+const snapshotExtents = 64
+
+// snapshotOverdue: p has SnapshotBytes or snapshotExtents registered since
+// its last snapshot, which the snapshot loop then writes at once. snapMu
+// held.
+func (e *Engine) snapshotOverdue(p *Partition) bool {
+	return p.unsnapBytes >= e.cfg.Shared.SnapshotBytes || p.unsnapExtents >= snapshotExtents
 }
 
 // snapshotRequest writes p's producer snapshot now (hand-off).
@@ -1012,7 +1032,7 @@ func (e *Engine) snapshotRequest(p *Partition) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
-	if p.unsnapBytes > 0 {
+	if p.unsnapBytes > 0 || p.unsnapExtents > 0 {
 		// Whatever was registered since: the next leader replays nothing.
 		if e.prodDirty == nil {
 			e.prodDirty = map[*Partition]struct{}{}
@@ -1069,7 +1089,7 @@ func (e *Engine) snapshotDirty(bigOnly bool) {
 	e.snapMu.Lock()
 	var snaps []prodSnap
 	for p := range e.prodDirty {
-		if bigOnly && p.unsnapBytes < e.cfg.Shared.SnapshotBytes {
+		if bigOnly && !e.snapshotOverdue(p) {
 			continue
 		}
 		if s, ok := e.encodeSnapshotLocked(p); ok {
@@ -1097,7 +1117,7 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 		return prodSnap{}, false
 	}
 	delete(e.prodDirty, p)
-	p.unsnapBytes = 0
+	p.unsnapBytes, p.unsnapExtents = 0, 0
 	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
 		return prodSnap{}, false

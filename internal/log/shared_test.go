@@ -735,8 +735,9 @@ func TestSharedAppendAsyncBacklog(t *testing.T) {
 
 // TestSharedReplayBounded: a take-over rebuilds producer state from the
 // last snapshot plus what was registered after it, and snapshots are
-// written every SnapshotBytes, so the new leader reads about that much of
-// the partition, not all of it, with producer batches in it or not (before,
+// written every SnapshotBytes or 64 flush extents, so the new leader reads
+// about that much of the partition, not all of it, in a bounded number of
+// objects, with producer batches in it or not (before,
 // a partition without producer batches was read from its start on every
 // take-over). Producer state still moves: a retry of the last idempotent
 // batch is a duplicate on the new leader.
@@ -767,16 +768,20 @@ func TestSharedReplayBounded(t *testing.T) {
 	testEventually(t, func() bool {
 		a.snapMu.Lock()
 		defer a.snapMu.Unlock()
-		return ps[0].unsnapBytes < snapBytes && ps[1].unsnapBytes < snapBytes
+		return !a.snapshotOverdue(ps[0]) && !a.snapshotOverdue(ps[1])
 	})
 	for p := int32(0); p < 2; p++ {
 		lb.take(t, "t", p, 2)
-		before := b.replayBytes.Load()
+		before, beforeX := b.replayBytes.Load(), b.replayExtents.Load()
 		if err := b.Acquire(ctx, "t", p, 2); err != nil {
 			t.Fatal(err)
 		}
 		if n := b.replayBytes.Load() - before; n > snapBytes+int64(len(last)) {
 			t.Errorf("partition %d: take-over replayed %d bytes, want at most about %d (of %d written)", p, n, snapBytes, total)
+		}
+		// Every append here is a flush of its own: 200 or 400 extents.
+		if n := b.replayExtents.Load() - beforeX; n > snapshotExtents {
+			t.Errorf("partition %d: take-over read %d extents, want at most %d", p, n, snapshotExtents)
 		}
 	}
 	pb, _ := b.Partition("t", 1)

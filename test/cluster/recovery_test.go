@@ -466,3 +466,158 @@ func TestClusterRecoveryFullRestart(t *testing.T) {
 		[]string{"brokers ready", "every partition readable", "produce to every partition"}, rows, nil)
 	t.Logf("load average at end: %s", loadAvg())
 }
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	var out []V
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// stallsFrom is stalls counting only gaps that began at or after from:
+// what happened to produce once from had passed.
+func (pr *probe) stallsFrom(from, to time.Time) []time.Duration {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []time.Duration
+	for p := int32(0); p < pr.partitions; p++ {
+		var times []time.Time
+		for _, a := range pr.acks[p] {
+			times = append(times, a.acked)
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		var worst time.Duration
+		for i := 1; i < len(times); i++ {
+			if !times[i-1].Before(from) && !times[i-1].After(to) {
+				worst = max(worst, times[i].Sub(times[i-1]))
+			}
+		}
+		out = append(out, worst)
+	}
+	return out
+}
+
+// TestClusterRecoveryBrokerPause: the broker leading the most probe
+// partitions is paused (SIGSTOP) for 6 s and for 12 s, as by a long GC
+// or a VM stall, then resumed. Figures: pause until another broker leads
+// each of its partitions (Metadata from a live broker), pause until every
+// partition acknowledges a record sent after the pause (the client keeps
+// waiting for the requests it sent to the paused broker, so this is at
+// least the pause), and after the resume how long until the broker leads
+// its share again, over what spread its partitions came back, and the
+// longest stall that began after the resume (the hand-back).
+func TestClusterRecoveryBrokerPause(t *testing.T) {
+	skipUnlessFigures(t)
+	t.Logf("load average at start: %s", loadAvg())
+	for _, pause := range []time.Duration{6 * time.Second, 12 * time.Second} {
+		var rows [][]time.Duration
+		for run := range recoveryRuns() {
+			t.Run(fmt.Sprintf("pause=%v/%d", pause, run+1), func(t *testing.T) {
+				rc := startRecoveryCluster(t, testcluster.Options{})
+				victim, led := rc.busiest(t)
+				id := testcluster.NodeID(victim)
+				other := testcluster.NodeID((victim + 1) % rc.c.Len())
+				paused := time.Now()
+				rc.c.Broker(victim).Pause()
+				var moved time.Duration
+				for time.Since(paused) < pause {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					ls, err := leadersFrom(ctx, rc.cl, other, "probe", recoveryPartitions)
+					cancel()
+					if moved == 0 && err == nil && !slices.Contains(mapValues(ls), id) {
+						moved = time.Since(paused)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				resumed := time.Now()
+				rc.c.Broker(victim).Resume()
+				served := rc.pr.waitServed(t, paused, "produce after the pause")
+				// Poll the leaders until the broker leads its share again.
+				var first, back time.Duration
+				deadline := resumed.Add(time.Minute)
+				for back == 0 && time.Now().Before(deadline) {
+					n := 0
+					for _, l := range rc.leaders(t) {
+						if l == id {
+							n++
+						}
+					}
+					if n > 0 && first == 0 {
+						first = time.Since(resumed)
+					}
+					if n >= led {
+						back = time.Since(resumed)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if back == 0 {
+					t.Fatalf("broker %d did not lead %d partitions again within a minute of the resume", id, led)
+				}
+				time.Sleep(3 * time.Second)
+				stall := maxDur(rc.pr.stalls(paused, time.Now()))
+				after := maxDur(rc.pr.stallsFrom(resumed.Add(time.Millisecond), time.Now()))
+				t.Logf("broker %d (led %d) paused %v: its partitions led elsewhere after %v, every partition served after %v; longest stall %v; after the resume: first partition back %v, all back %v, longest stall %v",
+					id, led, pause, moved, served, stall, first, back, after)
+				rows = append(rows, []time.Duration{moved, served, stall, back, back - first, after})
+				rc.finish(t)()
+			})
+		}
+		figureTable(t, fmt.Sprintf("A broker paused for %v (SIGSTOP), default lease:", pause),
+			[]string{"pause to its partitions led elsewhere", "pause to produce on every partition", "longest produce stall", "resume to its share back", "spread of the hand-back", "longest stall after the resume"}, rows, nil)
+	}
+	t.Logf("load average at end: %s", loadAvg())
+}
+
+// TestClusterRecoveryEtcdOutage: etcd (a process of its own) is
+// restarted gracefully (SIGTERM, which drains client streams for up to
+// about 5 s, then 1 s down), restarted after a crash (SIGKILL, 3 s down),
+// and paused (SIGSTOP) for 8 s. The outage is from the moment etcd stops
+// answering (the signal) until it answers again; the figure is the
+// longest produce stall on any probe partition, against that outage.
+func TestClusterRecoveryEtcdOutage(t *testing.T) {
+	skipUnlessFigures(t)
+	t.Logf("load average at start: %s", loadAvg())
+	type fault struct {
+		name string
+		run  func(rc *recoveryCluster)
+	}
+	faults := []fault{
+		{"graceful restart, 1 s down", func(rc *recoveryCluster) {
+			rc.c.Etcd().Stop()
+			time.Sleep(time.Second)
+			rc.c.Etcd().Start(t)
+		}},
+		{"crash restart, 3 s down", func(rc *recoveryCluster) {
+			rc.c.Etcd().Kill(t)
+			time.Sleep(3 * time.Second)
+			rc.c.Etcd().Start(t)
+		}},
+		{"paused 8 s", func(rc *recoveryCluster) {
+			rc.c.Etcd().Pause(t)
+			time.Sleep(8 * time.Second)
+			rc.c.Etcd().Resume(t)
+		}},
+	}
+	for _, f := range faults {
+		var rows [][]time.Duration
+		for run := range recoveryRuns() {
+			t.Run(fmt.Sprintf("%s/%d", strings.ReplaceAll(f.name, " ", "_"), run+1), func(t *testing.T) {
+				rc := startRecoveryCluster(t, testcluster.Options{EtcdProcess: true})
+				began := time.Now()
+				f.run(rc)
+				outage := time.Since(began)
+				served := rc.pr.waitServed(t, began.Add(outage), "produce after the outage")
+				time.Sleep(3 * time.Second)
+				stall := maxDur(rc.pr.stalls(began, time.Now()))
+				t.Logf("etcd %s: outage %v; every partition served %v after it; longest stall %v (%+v beyond the outage)",
+					f.name, outage, served, stall, stall-outage)
+				rows = append(rows, []time.Duration{outage, served, stall, stall - outage})
+				rc.finish(t)()
+			})
+		}
+		figureTable(t, fmt.Sprintf("etcd %s, default lease:", f.name),
+			[]string{"outage", "end of outage to produce on every partition", "longest produce stall", "stall beyond the outage"}, rows, nil)
+	}
+	t.Logf("load average at end: %s", loadAvg())
+}
