@@ -249,13 +249,13 @@ type Engine struct {
 	recovery RecoveryReport
 
 	// cluster mode (shared.go)
-	snapMu      sync.Mutex // guards prodDirty and rolled producer state in shared mode
-	snapWriteMu sync.Mutex // serializes producer snapshot writes
-	snapKick    chan struct{}
+	snapMu        sync.Mutex // guards prodDirty and rolled producer state in shared mode
+	snapWriteMu   sync.Mutex // serializes producer snapshot writes
+	snapKick      chan struct{}
 	replayBytes   atomic.Int64 // bytes Acquire read to rebuild producer state
 	replayExtents atomic.Int64 // extents it read them from
-	regCh       chan *regJob
-	putTimes    *putTimes // cluster mode: recent PUT times, for hedging
+	regCh         chan *regJob
+	putTimes      *putTimes // cluster mode: recent PUT times, for hedging
 
 	onTopicDeleted atomic.Pointer[func(name string)] // OnTopicDeleted
 	regDone        chan struct{}

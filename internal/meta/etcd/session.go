@@ -83,7 +83,11 @@ func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (meta.Session
 	return ss, nil
 }
 
-func (ss *session) ID() int64             { return int64(ss.id) }
+func (ss *session) ID() int64 { return int64(ss.id) }
+
+// Renewals counts the renewals etcd acknowledged (for measuring what a
+// lease TTL costs).
+func (ss *session) Renewals() int64       { return ss.renewals.Load() }
 func (ss *session) TTL() time.Duration    { return ss.ttl }
 func (ss *session) Done() <-chan struct{} { return ss.done }
 
