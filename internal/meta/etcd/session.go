@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-mq/sluice/internal/meta"
 )
@@ -133,8 +135,15 @@ func (ss *session) keepAlive(ctx context.Context) {
 			next = sent + interval
 		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return // expired or revoked: its keys are gone
-		default:
+		case retriable(err), status.Code(err) == codes.Internal:
+			// As the client's own lessor: Unavailable and Internal
+			// pass; a leader change, a lost connection.
 			next = time.Since(ss.base) + renewRetry
+		default:
+			// etcd refuses the renewal for good (permissions, say): the
+			// holder is better off starting a new session, whose errors
+			// it reports.
+			return
 		}
 	}
 }
