@@ -104,6 +104,15 @@ var StartTimeout = 2 * time.Minute
 // stdout go to a file whose tail is printed if the test fails.
 func StartProcess(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
+	p := NewProcess(t, bin, args...)
+	p.start()
+	return p
+}
+
+// NewProcess is StartProcess without the start: StartAll starts it, with
+// others at the same moment.
+func NewProcess(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
 	dir := t.TempDir()
 	p := &Proc{
 		t:         t,
@@ -127,7 +136,6 @@ func StartProcess(t testing.TB, bin string, args ...string) *Proc {
 			dumpLog(t, "broker process", p.logPath)
 		}
 	})
-	p.start()
 	return p
 }
 
@@ -295,6 +303,7 @@ func StartAll(procs ...*Proc) {
 			p.t.Fatalf("testbroker: StartAll: broker is running")
 		}
 	}
+	// Launched back to back: each launch only forks.
 	for _, p := range procs {
 		p.launch()
 	}

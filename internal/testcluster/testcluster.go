@@ -38,6 +38,9 @@ type Options struct {
 	// EtcdProcess runs etcd in a child process (etcdtest.StartProcess), so
 	// that a test can pause it.
 	EtcdProcess bool
+	// Together starts every broker at the same moment on the empty etcd,
+	// instead of one after another, each ready before the next starts.
+	Together bool
 	// ExtraArgs are appended to every broker's serve flags; a flag given
 	// here overrides the harness's value for it.
 	ExtraArgs []string
@@ -92,6 +95,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	bin := testbroker.BuildBinary(t)
 	c := startServices(t, opts.EtcdProcess, opts.S3Flags...)
 	c.opts, c.bin = opts, bin
+	if opts.Together {
+		for range opts.Brokers {
+			c.newBroker()
+		}
+		testbroker.StartAll(c.brokers...)
+		return c
+	}
 	for range opts.Brokers {
 		c.AddBroker()
 	}
@@ -185,6 +195,14 @@ func (c *Cluster) StartAll() {
 // AddBroker starts one more broker, node id Len()+1, and returns its index.
 func (c *Cluster) AddBroker() int {
 	c.t.Helper()
+	i := c.newBroker()
+	testbroker.StartAll(c.brokers[i])
+	return i
+}
+
+// newBroker adds broker Len()+1 without starting it.
+func (c *Cluster) newBroker() int {
+	c.t.Helper()
 	i := len(c.brokers)
 	// Fixed ports, so a restarted broker is where clients last saw it, as
 	// in a real deployment (the flag overrides testbroker's :0).
@@ -204,7 +222,7 @@ func (c *Cluster) AddBroker() int {
 		args = append(args, "--listeners", "PLAINTEXT://"+listen+",SASL_PLAINTEXT://"+saslAddr,
 			"--sasl-users", strings.Join(c.opts.SASLUsers, ","))
 	}
-	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
+	c.brokers = append(c.brokers, testbroker.NewProcess(c.t, c.bin, args...))
 	c.admin = append(c.admin, admin)
 	c.sasl = append(c.sasl, saslAddr)
 	return i
@@ -242,6 +260,11 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 		"--node-id", strconv.Itoa(int(NodeID(i))),
 		"--etcd-endpoints", etcdEndpoint,
 		"--etcd-prefix", EtcdPrefix,
+	}
+	if opts.LeaseTTL != BrokerDefaultLease {
+		args = append(args, "--lease-ttl", opts.LeaseTTL.String())
+	}
+	args = append(args,
 		// Compaction rounds every few seconds, so every cluster test runs
 		// with etcd's history being compacted under its watches.
 		"--etcd-compaction-interval", "3s",
@@ -251,10 +274,7 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 		"--s3-secret-key", s3c.SecretKey,
 		"--s3-region", s3c.Region,
 		"--s3-addressing", string(s3c.Addressing),
-	}
-	if opts.LeaseTTL != BrokerDefaultLease {
-		args = append(args, "--lease-ttl", opts.LeaseTTL.String())
-	}
+	)
 	return append(args, opts.ExtraArgs...)
 }
 
