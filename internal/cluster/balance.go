@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,6 +234,7 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 		case <-n.kickCh:
 		case <-t.C:
 		}
+		n.noteValidity()
 		n.mu.Lock()
 		acts := n.planLocked(n.now())
 		n.mu.Unlock()
@@ -243,10 +245,36 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 	}
 }
 
+// noteValidity logs and signals (Changes) when LeaseValid turns false or
+// true again. Serving checks LeaseValid itself, on every request; this is
+// for the operator and for waiters on Changes.
+func (n *Node) noteValidity() {
+	valid := n.LeaseValid()
+	n.mu.Lock()
+	changed := n.cur != nil && n.suspended == valid
+	if changed {
+		n.suspended = !valid
+	}
+	cur := n.cur
+	n.mu.Unlock()
+	if !changed {
+		return
+	}
+	if valid {
+		n.log.Info("lease renewed after its validity had passed; serving again", "session", fmt.Sprintf("%x", cur.s.ID()))
+	} else {
+		n.log.Warn("lease validity passed without a renewal (etcd unreachable, or this process stalled); not serving until etcd confirms the lease",
+			"session", fmt.Sprintf("%x", cur.s.ID()), "valid_until_ago", time.Since(cur.s.ValidUntil()).Round(time.Millisecond))
+	}
+	n.notify()
+}
+
 // planLocked compares the view with what we hold and returns what to do.
 // Every action it returns has its partition marked busy.
 func (n *Node) planLocked(now time.Time) []action {
-	if n.closing || n.cur == nil || !n.view.synced {
+	if n.closing || n.cur == nil || !n.view.synced || !n.LeaseValid() {
+		// Suspended (LeaseValid false): nothing is done on a lease that
+		// may be gone until a renewal says it is not.
 		return nil
 	}
 	self := n.cfg.BrokerID
@@ -290,10 +318,12 @@ func (n *Node) planLocked(now time.Time) []action {
 			add(action{kind: actVerify, tp: tp, p: p, t: t})
 		case !n.wantsLocked(tp):
 			add(action{kind: actRelease, tp: tp, p: p, t: t})
-		case n.handoffs < maxHandoffs:
+		default:
+			// Every partition whose desired owner changed is handed
+			// off at once (maxActions at a time), so a broker that
+			// (re)joins gets its share back in one step.
 			target := eligiblePl.owner(tp)
 			if target >= 0 && target != self && (!t.fallback || now.Sub(t.since) >= fallbackHold(n.cfg.LeaseTTL)) {
-				n.handoffs++
 				add(action{kind: actHandOff, tp: tp, p: p, t: t})
 			}
 		}
@@ -311,6 +341,16 @@ func (n *Node) planLocked(now time.Time) []action {
 			p.leaderlessSince = now
 		}
 		if !idle(p) {
+			continue
+		}
+		if now.Before(n.settleUntil) {
+			// Settling (joinSettle): only what was ours, wherever the
+			// partial member list would place it; a hand-off moves it
+			// later if another broker is its desired owner.
+			last, known := n.lastLeader[tp]
+			if n.prevHeld[tp] || (known && last == self) {
+				add(action{kind: actAcquire, tp: tp, p: p})
+			}
 			continue
 		}
 		desired := livePl.owner(tp)
@@ -374,10 +414,7 @@ func (n *Node) finish(a action) {
 	if a.p != nil {
 		a.p.busy = false
 	}
-	switch a.kind {
-	case actHandOff:
-		n.handoffs--
-	case actClaimController:
+	if a.kind == actClaimController {
 		n.ctrlBusy = false
 	}
 }

@@ -302,38 +302,6 @@ func TestController(t *testing.T) {
 	}
 }
 
-// TestEtcdRestart: etcd stops and starts again on the same data while the
-// brokers run; they fence, rejoin, and every partition is led again.
-func TestEtcdRestart(t *testing.T) {
-	c := newCluster(t, 2*time.Second, 30)
-	nodes := []*testNode{c.start(1), c.start(2), c.start(3)}
-	eventually(t, settle, "every partition led", func() error { return c.settled(nodes) })
-	before := c.leaders(nodes[0])
-
-	c.srv.Stop()
-	// Sessions run out while etcd is away: everything is fenced.
-	eventually(t, settle, "every handler fenced", func() error {
-		for _, tn := range nodes {
-			if n := tn.rec.count(); n != 0 {
-				return fmt.Errorf("broker %d still holds %d partitions", tn.id, n)
-			}
-			if _, ok := tn.node.IsLeader(c.parts[0]); ok {
-				return fmt.Errorf("broker %d still reports leadership", tn.id)
-			}
-		}
-		return nil
-	})
-	c.srv.Start(t)
-
-	eventually(t, 60*time.Second, "every partition led after the restart", func() error { return c.settled(nodes) })
-	after := c.leaders(nodes[0])
-	for tp, l := range before {
-		if after[tp].Epoch <= l.Epoch {
-			t.Errorf("%v at epoch %d after the restart, %d before", tp, after[tp].Epoch, l.Epoch)
-		}
-	}
-}
-
 // TestAcquireFailure: a failed Acquire gives the leadership up; it is
 // retried at a new epoch, and a broker that keeps failing is bypassed.
 func TestAcquireFailure(t *testing.T) {

@@ -42,9 +42,31 @@
 // by another broker is back at version 1.
 //
 // A leader hands a partition off (Release(false), then delete its key) when
-// another live broker becomes the desired owner, a few partitions at a
-// time. A partition left leaderless for 2*LeaseTTL (its desired owner keeps
-// failing Acquire) may be taken by any broker.
+// another live broker becomes the desired owner, every such partition at
+// once (maxActions at a time), so a broker that joins or comes back gets
+// its share in one step. A partition left leaderless for 2*LeaseTTL (its
+// desired owner keeps failing Acquire) may be taken by any broker.
+//
+// # Lease validity and stalls
+//
+// The session's lease is certainly held until meta.Session.ValidUntil (the
+// last acknowledged renewal's send time + TTL - TTL/10). LeaseValid checks
+// it on the real clock, and the log engine checks LeaseValid on every
+// request: a broker paused past it (GC, VM stall) or cut off from etcd
+// stops serving before its lease can expire in etcd and its partitions be
+// taken, without releasing anything. If a renewal then succeeds (etcd came
+// back; a restarted etcd extends every lease) it serves on at the same
+// epochs; if etcd says the lease is gone, the session ends: every
+// partition is fenced and the node rejoins.
+//
+// For joinSettle after (re)joining, a node takes only leaderless partitions
+// that were its own (held in its lost session, or whose deleted leader key
+// named it), so brokers that lost their sessions together each take back
+// their own instead of the first back taking all. A broker restarted on the
+// same data directory passes its previous process's session
+// (Config.PreviousSession): Start takes that registration over and revokes
+// the session, so the old leader keys go at once, and since the broker
+// stays a member their partitions wait for it rather than move.
 //
 // # Concurrency and locks
 //

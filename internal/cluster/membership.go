@@ -70,6 +70,26 @@ func (n *Node) register(ctx context.Context, s *session) error {
 		if err := json.Unmarshal(kv.Value, &bv); err != nil {
 			return fmt.Errorf("%w: broker %d: unreadable registration %q", ErrBrokerIDInUse, id, kv.Value)
 		}
+		if bv.Incarnation != n.incarnation && n.cfg.PreviousSession != 0 && bv.Session == n.cfg.PreviousSession {
+			// Our previous process's registration (it is dead: its data
+			// directory is ours now). Take the key over, then end its
+			// session: its leader keys go now, and the watch shows
+			// them gone with this broker still a member, so their
+			// partitions wait for us rather than move elsewhere.
+			err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key, Version: kv.Version}}, meta.Put(key, val))
+			if errors.Is(err, meta.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := n.leaser.RevokeSession(ctx, bv.Session); err != nil {
+				n.log.Warn("ending the previous process's session failed; its keys expire with it", "session", fmt.Sprintf("%x", bv.Session), "err", err)
+			} else {
+				n.log.Info("ended the session of this broker's previous process", "session", fmt.Sprintf("%x", bv.Session))
+			}
+			return nil
+		}
 		if bv.Incarnation != n.incarnation {
 			return fmt.Errorf("%w: broker %d is registered by another process (advertising %s:%d, session %x)",
 				ErrBrokerIDInUse, id, bv.Host, bv.Port, bv.Session)
@@ -185,16 +205,19 @@ func (n *Node) lose(cur *session) {
 	}
 	n.mu.Lock()
 	if n.cur == cur {
-		n.cur = nil
+		n.setCurLocked(nil)
 	}
 	var ls []lost
+	n.prevHeld = map[TopicPartition]bool{}
 	for tp, t := range n.owned {
 		ls = append(ls, lost{n.partLocked(tp), t})
 		delete(n.owned, tp)
+		n.prevHeld[tp] = true
 	}
 	for tp, t := range n.dropped {
 		ls = append(ls, lost{n.partLocked(tp), t})
 		delete(n.dropped, tp)
+		n.prevHeld[tp] = true
 	}
 	n.mu.Unlock()
 	n.notify()
@@ -244,13 +267,14 @@ func (n *Node) rejoin() *session {
 			n.mu.Lock()
 			ok := !n.closing
 			if ok {
-				n.cur = s
+				n.setCurLocked(s)
 			}
 			n.mu.Unlock()
 			if !ok {
 				s.end()
 				return nil
 			}
+			n.announce(s)
 			n.log.Info("rejoined the cluster", "session", fmt.Sprintf("%x", s.s.ID()))
 			n.notify()
 			n.kick()

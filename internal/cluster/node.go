@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -64,15 +65,19 @@ type Handler interface {
 	Release(tp TopicPartition, fenced bool)
 }
 
-// Limits on concurrent work.
-const (
-	// maxActions bounds the partitions processed (acquired, handed off,
-	// checked) at once.
-	maxActions = 32
-	// maxHandoffs bounds graceful hand-offs in flight, so that a joining
-	// broker receives partitions a few at a time.
-	maxHandoffs = 4
-)
+// maxActions bounds the partitions processed (acquired, handed off,
+// checked) at once.
+const maxActions = 32
+
+// joinSettle is how long after (re)joining a node takes only the
+// leaderless partitions that were its own (held in its lost session, or
+// last led by its broker id): brokers that lost their sessions together
+// (an etcd pause, a full-cluster restart) rejoin within moments of each
+// other, and one that counted only the members back so far would claim
+// the others' partitions and hand them over again a moment later.
+func joinSettle(ttl time.Duration) time.Duration {
+	return min(max(ttl/3, 500*time.Millisecond), 2*time.Second)
+}
 
 // Node is this broker's membership in the cluster. It is safe for
 // concurrent use.
@@ -100,6 +105,9 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// live is cur for LeaseValid, read without mu on every request.
+	live atomic.Pointer[session]
+
 	mu       sync.Mutex
 	cur      *session // nil while there is none (lost, not yet rejoined)
 	gen      uint64   // session generation counter
@@ -111,8 +119,14 @@ type Node struct {
 	assigned map[string]map[TopicPartition]int32 // placementLocked's cache, by broker set
 	owned    map[TopicPartition]*tenure          // our leader keys in the current session
 	dropped  map[TopicPartition]*tenure          // relinquished, still to release and delete
-	handoffs int                                 // graceful hand-offs in flight
 	ctrlBusy bool
+	// Settling after a (re)join: until settleUntil only partitions in
+	// prevHeld (held in the lost session) or whose last leader was this
+	// broker are acquired (joinSettle).
+	settleUntil time.Time
+	prevHeld    map[TopicPartition]bool
+	lastLeader  map[TopicPartition]int32 // broker of each leader key the watch saw deleted
+	suspended   bool                     // LeaseValid was false at the last reconcile pass
 }
 
 // part is the per-partition state. op serialises handler calls and
@@ -188,29 +202,44 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 		assigned:      map[string]map[TopicPartition]int32{},
 		owned:         map[TopicPartition]*tenure{},
 		dropped:       map[TopicPartition]*tenure{},
+		lastLeader:    map[TopicPartition]int32{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	cur, err := n.join(ctx)
-	if err != nil {
-		n.cancel()
-		return nil, err
-	}
+	// Watch before registering: the leader keys of this broker's previous
+	// process, which join may end, are then seen going (lastLeader).
 	snap, events, err := n.firstWatch(ctx)
 	if err != nil {
-		cur.end()
 		n.cancel()
 		return nil, fmt.Errorf("cluster: watching %q: %w", clusterPrefix, err)
 	}
 	n.applySnapshot(snap, true)
+	n.loopWG.Add(1)
+	go n.watchLoop(events)
+	cur, err := n.join(ctx)
+	if err != nil {
+		n.cancel()
+		n.loopWG.Wait()
+		return nil, err
+	}
 	n.mu.Lock()
-	n.cur = cur
+	n.setCurLocked(cur)
 	n.mu.Unlock()
+	n.announce(cur)
+	// Answer Brokers with ourselves in it from the start (Metadata).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		n.mu.Lock()
+		m, ok := n.view.members[n.cfg.BrokerID]
+		n.mu.Unlock()
+		if ok && m.session == cur.s.ID() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	rctx, stop := context.WithCancel(n.ctx)
 	n.stopReconcile = stop
-	n.loopWG.Add(2)
+	n.loopWG.Add(1)
 	go n.sessionLoop(cur)
-	go n.watchLoop(events)
 	go n.reconcileLoop(rctx)
 	n.log.Info("joined the cluster", "session", fmt.Sprintf("%x", cur.s.ID()), "lease_ttl", cur.s.TTL())
 	return n, nil
@@ -236,15 +265,45 @@ func (n *Node) Leader(tp TopicPartition) (Leadership, bool) {
 	return lv.Leadership, ok
 }
 
-// IsLeader reports whether this broker leads tp and Acquire has returned.
+// IsLeader reports whether this broker leads tp, Acquire has returned,
+// and the lease is valid (LeaseValid).
 func (n *Node) IsLeader(tp TopicPartition) (epoch int32, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.owned[tp]
-	if t == nil || !t.ready || n.cur == nil || n.cur.gen != t.gen {
+	if t == nil || !t.ready || n.cur == nil || n.cur.gen != t.gen || !n.LeaseValid() {
 		return 0, false
 	}
 	return t.epoch, true
+}
+
+// LeaseValid reports whether this broker's session is certainly still
+// held in etcd (meta.Session.ValidUntil has not passed): what serving a
+// partition it leads depends on, checked on every request. It turns false
+// before the lease can expire in etcd, so a broker that stalled (a long GC
+// or VM pause) or lost etcd stops serving before anyone else can take its
+// partitions; it turns true again when a renewal succeeds, the lease
+// having outlived the stall. It reads the real clock, not Config.Now.
+func (n *Node) LeaseValid() bool {
+	s := n.live.Load()
+	return s != nil && time.Now().Before(s.s.ValidUntil())
+}
+
+// setCurLocked makes s (nil: none) the current session. n.mu held.
+func (n *Node) setCurLocked(s *session) {
+	n.cur = s
+	n.live.Store(s)
+	if s != nil {
+		n.settleUntil = n.now().Add(joinSettle(n.cfg.LeaseTTL))
+		n.suspended = false
+	}
+}
+
+// announce tells Config.OnSession about a new session.
+func (n *Node) announce(s *session) {
+	if n.cfg.OnSession != nil {
+		n.cfg.OnSession(s.s.ID())
+	}
 }
 
 // Claimed reports whether this broker holds tp's leadership, ready or
@@ -323,7 +382,7 @@ func (n *Node) IsController() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c := n.view.ctrl
-	return c != nil && !n.closing && n.cur != nil && c.broker == n.cfg.BrokerID && c.session == n.cur.s.ID()
+	return c != nil && !n.closing && n.cur != nil && c.broker == n.cfg.BrokerID && c.session == n.cur.s.ID() && n.LeaseValid()
 }
 
 // ControllerID returns the current controller's broker id, or -1.
@@ -380,7 +439,7 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	cur := n.cur
-	n.cur = nil
+	n.setCurLocked(nil)
 	var rest []*tenure
 	for tp, t := range n.owned {
 		rest = append(rest, t)

@@ -124,6 +124,9 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 	n.mu.Lock()
 	now := n.now()
 	prev := n.view.members
+	for tp, lv := range n.view.leaders {
+		n.lastLeader[tp] = lv.Broker // gone unless the snapshot has it again
+	}
 	n.view = newView()
 	for _, kv := range kvs {
 		n.applyPutLocked(kv.Key, kv.Value, now, prev, initial)
@@ -179,6 +182,9 @@ func (n *Node) applyDeleteLocked(key string) {
 		}
 	case strings.HasPrefix(key, leadersPrefix):
 		if tp, ok := parseLeaderKey(key); ok {
+			if lv, ok := n.view.leaders[tp]; ok {
+				n.lastLeader[tp] = lv.Broker
+			}
 			delete(n.view.leaders, tp)
 		}
 	case key == controllerKey:

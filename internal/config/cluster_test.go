@@ -24,7 +24,7 @@ func TestClusterDefaults(t *testing.T) {
 	if c.ClusterMode() {
 		t.Fatal("default config is in cluster mode")
 	}
-	if c.Etcd.Prefix != "/sluice/" || c.Etcd.DialTimeout != 5*time.Second || c.Cluster.LeaseTTL != 5*time.Second {
+	if c.Etcd.Prefix != "/sluice/" || c.Etcd.DialTimeout != 5*time.Second || c.Cluster.LeaseTTL != 3*time.Second {
 		t.Fatalf("defaults: etcd %+v, cluster %+v", c.Etcd, c.Cluster)
 	}
 	c = clusterConfig()

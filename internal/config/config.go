@@ -314,7 +314,7 @@ func Default() Config {
 		},
 		S3:        S3{Addressing: "auto"},
 		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
-		Cluster:   Cluster{LeaseTTL: 5 * time.Second, OrphanGrace: time.Hour},
+		Cluster:   Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
 		LogLevel:  "info",
 		LogFormat: "text",
 		GCPercent: 400,

@@ -216,6 +216,9 @@ func (c *Config) fill() {
 		if sc.SnapshotInterval <= 0 {
 			sc.SnapshotInterval = 10 * time.Second
 		}
+		if sc.SnapshotBytes <= 0 {
+			sc.SnapshotBytes = 4 << 20
+		}
 		if sc.OrphanGrace <= 0 {
 			sc.OrphanGrace = time.Hour
 		}
@@ -274,10 +277,13 @@ type Engine struct {
 	recovery RecoveryReport
 
 	// cluster mode (shared.go)
-	snapMu      sync.Mutex // guards prodDirty and rolled producer state in shared mode
-	snapWriteMu sync.Mutex // serializes producer snapshot writes
-	regCh       chan *regJob
-	putTimes    *putTimes // cluster mode: recent PUT times, for hedging
+	snapMu        sync.Mutex // guards prodDirty and rolled producer state in shared mode
+	snapWriteMu   sync.Mutex // serializes producer snapshot writes
+	snapKick      chan struct{}
+	replayBytes   atomic.Int64 // bytes Acquire read to rebuild producer state
+	replayExtents atomic.Int64 // extents it read them from
+	regCh         chan *regJob
+	putTimes      *putTimes // cluster mode: recent PUT times, for hedging
 
 	onTopicDeleted atomic.Pointer[func(name string)] // OnTopicDeleted
 	regDone        chan struct{}
@@ -304,7 +310,8 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
-		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1)}
+		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1),
+		snapKick: make(chan struct{}, 1)}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)

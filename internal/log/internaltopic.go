@@ -42,6 +42,13 @@ func (s *InternalTopic) Create(ctx context.Context, n int32) (int32, error) {
 	}
 	t, err := s.e.CreateTopic(ctx, s.name, n, map[string]string{"cleanup.policy": "compact", "compression.type": "producer"})
 	if errors.Is(err, ErrTopicExists) {
+		// Created by another broker at the same moment: its record may not
+		// have reached our topic watch yet, so read it.
+		if _, ok := s.e.Topic(s.name); !ok {
+			if rerr := s.e.refreshTopic(ctx, s.name); rerr != nil {
+				return 0, rerr
+			}
+		}
 		if t, ok := s.e.Topic(s.name); ok {
 			return t.Partitions, nil
 		}

@@ -43,6 +43,10 @@ type Partition struct {
 	// roller goroutine (and Open before it starts).
 	rolledProducers producers
 	rolledUpTo      int64
+	// unsnapBytes and unsnapExtents are what was registered since the
+	// last producer snapshot (cluster mode; guarded by Engine.snapMu).
+	unsnapBytes   int64
+	unsnapExtents int
 	// txns and rolledTxns are the transaction state (txn.go), kept like
 	// producers and rolledProducers.
 	txns       txnState
@@ -440,7 +444,7 @@ func (p *Partition) checkLive() error {
 	if p.deleted {
 		return fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
 	}
-	if !p.led {
+	if !p.led || !p.e.leaseValid() {
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, p.t.name, p.id)
 	}
 	return nil
@@ -451,7 +455,7 @@ func (p *Partition) checkLive() error {
 func (p *Partition) Led() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.led && !p.deleted
+	return p.led && !p.deleted && p.e.leaseValid()
 }
 
 // markRolled records that the partition's data up to last is now in extents

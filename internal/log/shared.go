@@ -50,6 +50,12 @@ type SharedConfig struct {
 	// OnFenced is told when a registration found the partition's
 	// leadership gone; the engine has already released it.
 	OnFenced func(topic string, partition int32)
+	// LeaseValid reports whether this broker's lease is certainly still
+	// held (cluster.Node.LeaseValid); nil: always. While it is false no
+	// partition is served (appends and reads answer ErrNotLeader), but
+	// nothing is released: appends already accepted still register if the
+	// lease turns out to have survived. It is called on every request.
+	LeaseValid func() bool
 	// OnTopicsChanged is called (from a background goroutine) after the
 	// topic watch applied a change.
 	OnTopicsChanged func()
@@ -72,6 +78,12 @@ type SharedConfig struct {
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
+	// SnapshotBytes bounds that replay: a partition with this many bytes
+	// (or 64 flush extents) registered since its last snapshot, producer
+	// batches or not, is snapshotted at once (default 4 MiB). Take-over
+	// then reads at most about this much of each partition, whatever the
+	// partition's size.
+	SnapshotBytes int64
 	// IsController reports whether this broker runs cluster-wide garbage
 	// collection (sharedgc.go). nil: never.
 	IsController func() bool
@@ -88,6 +100,11 @@ func epochsKey(id [16]byte, partition int32) string {
 }
 
 func (e *Engine) shared() bool { return e.cfg.Shared != nil }
+
+// leaseValid is SharedConfig.LeaseValid; true on a single node.
+func (e *Engine) leaseValid() bool {
+	return e.cfg.Shared == nil || e.cfg.Shared.LeaseValid == nil || e.cfg.Shared.LeaseValid()
+}
 
 // epochEntry starts a leader epoch at an offset (Kafka's leader epoch cache).
 type epochEntry struct {
@@ -145,6 +162,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, topicName, partition)
 	}
 	id := p.t.id
+	began := time.Now()
 
 	var ls int64
 	if kv, err := e.md.Get(ctx, pstateKey(id, partition)); err == nil {
@@ -158,6 +176,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	if err != nil {
 		return err
 	}
+	listed := time.Since(began)
 	next := ls
 	if n := len(exts); n > 0 && exts[n-1].Last+1 > next {
 		next = exts[n-1].Last + 1
@@ -176,8 +195,17 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: producer state: %v", ErrStorage, err)
 	}
 	ps.expire(e.producerCutoff())
-	// Fold the producer batches registered after the snapshot.
+	// Fold the producer batches registered after the snapshot. Snapshots
+	// are written every SnapshotBytes, so this reads at most about that
+	// much, however large the partition.
+	var replayed int64
+	replayedExtents := 0
 	from := max(upTo, ls)
+	for _, x := range exts {
+		if x.Last >= from {
+			replayedExtents++
+		}
+	}
 	for from < next {
 		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
 		if err != nil {
@@ -192,11 +220,14 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 				break
 			}
 			bt := data[:size]
-			if batch.BaseOffset(bt) >= upTo && batch.ProducerID(bt) >= 0 {
-				ps.fold(bt)
-				ts.fold(bt)
+			if batch.BaseOffset(bt) >= upTo {
+				if batch.ProducerID(bt) >= 0 {
+					ps.fold(bt)
+					ts.fold(bt)
+				}
 				upTo = batch.LastOffset(bt) + 1
 			}
+			replayed += int64(size)
 			from = batch.LastOffset(bt) + 1
 			data = data[size:]
 		}
@@ -228,6 +259,9 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
 	}
 
+	e.snapMu.Lock()
+	p.unsnapBytes, p.unsnapExtents = replayed, replayedExtents
+	e.snapMu.Unlock()
 	p.mu.Lock()
 	if p.deleted {
 		p.mu.Unlock()
@@ -247,8 +281,11 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	p.loadSeq++
 	p.mu.Unlock()
 	p.wake(false)
+	e.replayBytes.Add(replayed)
+	e.replayExtents.Add(int64(replayedExtents))
 	e.log.Info("partition acquired", "topic", topicName, "partition", partition, "epoch", epoch,
-		"log_start", ls, "log_end", next, "extents", len(exts))
+		"log_start", ls, "log_end", next, "extents", len(exts), "replayed_bytes", replayed, "replayed_extents", replayedExtents,
+		"listing", listed.Round(time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
@@ -903,13 +940,29 @@ func (e *Engine) registerObject(o *pendingObject) error {
 // snapshot state, and the high watermarks move past them.
 func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int) {
 	obj := e.sharedObject(o.key, rec)
+	kick := false
 	e.snapMu.Lock()
 	for _, j := range kept {
+		p := o.runs[j].p
 		for _, bt := range o.runs[j].batches {
-			e.foldRolled(o.runs[j].p, bt)
+			e.foldRolledShared(p, bt)
+		}
+		p.unsnapExtents++
+		if e.snapshotOverdue(p) {
+			if e.prodDirty == nil {
+				e.prodDirty = map[*Partition]struct{}{}
+			}
+			e.prodDirty[p] = struct{}{}
+			kick = true
 		}
 	}
 	e.snapMu.Unlock()
+	if kick {
+		select {
+		case e.snapKick <- struct{}{}:
+		default:
+		}
+	}
 	for _, j := range kept {
 		r := o.runs[j]
 		x := &extent{Extent: o.exts[j], obj: obj}
@@ -918,9 +971,12 @@ func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int
 	}
 }
 
-// retry runs fn until it succeeds or the engine closes, backing off. Storage
-// and meta outages are waited out: appends stay pending meanwhile, and
-// clients see request timeouts, which they retry.
+// retry runs fn until it succeeds or the engine closes, backing off up to
+// 250 ms. Storage and meta outages are waited out: appends stay pending
+// meanwhile, and clients see request timeouts, which they retry. The short
+// cap is what lets produce resume within moments of the store coming back
+// (an etcd outage stalls produce for the outage plus at most 2 s); an
+// attempt against a store that is down costs one failed request.
 func (e *Engine) retry(what string, fn func() error) {
 	backoff := 50 * time.Millisecond
 	for {
@@ -934,7 +990,7 @@ func (e *Engine) retry(what string, fn func() error) {
 		case <-e.ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 
@@ -947,11 +1003,42 @@ func (e *Engine) fence(p *Partition) {
 	}
 }
 
+// foldRolledShared folds a registered batch into p's snapshot state. Every
+// batch, with a producer or not, moves the state's upTo, so a take-over
+// replays only what was registered after the snapshot. snapMu held.
+func (e *Engine) foldRolledShared(p *Partition, bt []byte) {
+	e.foldRolled(p, bt)
+	if last := batch.LastOffset(bt) + 1; last > p.rolledUpTo {
+		p.rolledUpTo = last
+	}
+	p.unsnapBytes += int64(len(bt))
+}
+
+// snapshotExtents bounds the flush extents registered between two
+// snapshots of a partition: a take-over reads each of them (one GET each),
+// and a partition written a record at a time registers one per flush, so
+// bytes alone would let hundreds pile up.
+const snapshotExtents = 64
+
+// snapshotOverdue: p has SnapshotBytes or snapshotExtents registered since
+// its last snapshot, which the snapshot loop then writes at once. snapMu
+// held.
+func (e *Engine) snapshotOverdue(p *Partition) bool {
+	return p.unsnapBytes >= e.cfg.Shared.SnapshotBytes || p.unsnapExtents >= snapshotExtents
+}
+
 // snapshotRequest writes p's producer snapshot now (hand-off).
 func (e *Engine) snapshotRequest(p *Partition) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
+	if p.unsnapBytes > 0 || p.unsnapExtents > 0 {
+		// Whatever was registered since: the next leader replays nothing.
+		if e.prodDirty == nil {
+			e.prodDirty = map[*Partition]struct{}{}
+		}
+		e.prodDirty[p] = struct{}{}
+	}
 	s, ok := e.encodeSnapshotLocked(p)
 	e.snapMu.Unlock()
 	if ok {
@@ -968,10 +1055,12 @@ func (e *Engine) snapshotLoop() {
 	for {
 		select {
 		case <-t.C:
+			e.snapshotDirty(false)
+		case <-e.snapKick:
+			e.snapshotDirty(true)
 		case <-e.ctx.Done():
 			return
 		}
-		e.snapshotDirty()
 	}
 }
 
@@ -991,12 +1080,18 @@ const snapshotTxnBytes = 512 << 10
 // producer state changed since its last one, many partitions per Txn. The
 // state is encoded under snapMu and written after it is released, so
 // registrations (which fold into that state) never wait for etcd here.
-func (e *Engine) snapshotDirty() {
+//
+// With bigOnly (a kick from a registration) only partitions past
+// SnapshotBytes are written; the others wait for the interval.
+func (e *Engine) snapshotDirty(bigOnly bool) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
 	var snaps []prodSnap
 	for p := range e.prodDirty {
+		if bigOnly && !e.snapshotOverdue(p) {
+			continue
+		}
 		if s, ok := e.encodeSnapshotLocked(p); ok {
 			snaps = append(snaps, s)
 		}
@@ -1022,6 +1117,7 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 		return prodSnap{}, false
 	}
 	delete(e.prodDirty, p)
+	p.unsnapBytes, p.unsnapExtents = 0, 0
 	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
 		return prodSnap{}, false

@@ -732,3 +732,65 @@ func TestSharedAppendAsyncBacklog(t *testing.T) {
 		t.Fatalf("the waiting append, once the writer moved on: %v", err)
 	}
 }
+
+// TestSharedReplayBounded: a take-over rebuilds producer state from the
+// last snapshot plus what was registered after it, and snapshots are
+// written every SnapshotBytes or 64 flush extents, so the new leader reads
+// about that much of the partition, not all of it, in a bounded number of
+// objects, with producer batches in it or not (before,
+// a partition without producer batches was read from its start on every
+// take-over). Producer state still moves: a retry of the last idempotent
+// batch is a duplicate on the new leader.
+func TestSharedReplayBounded(t *testing.T) {
+	const snapBytes = 64 << 10
+	dir, md, la, lb := newSharedEnv(t)
+	small := func(c *Config) {
+		c.Shared.SnapshotBytes = snapBytes
+		c.Shared.SnapshotInterval = time.Hour // only the byte bound writes snapshots
+	}
+	a := openSharedCfg(t, dir, md, la, small)
+	b := openSharedCfg(t, dir, md, lb, small)
+	ctx := context.Background()
+	ps := ledTopic(t, a, la, 2)
+	var total int
+	for i := 0; i < 200; i++ {
+		bt := mkBatch(t, 0, 1000, 20, nil, fmt.Sprintf("plain%d", i))
+		total += len(bt)
+		mustAppend(t, ps[0], bt)
+	}
+	var last []byte
+	for i := 0; i < 200; i++ {
+		mustAppend(t, ps[1], mkBatch(t, 0, 1000, 20, nil, fmt.Sprintf("plain%d", i)))
+		last = idemBatch(t, 9, 0, int32(4*i), 4, 1000)
+		mustAppend(t, ps[1], append([]byte(nil), last...))
+	}
+	// The snapshot loop writes in the background.
+	testEventually(t, func() bool {
+		a.snapMu.Lock()
+		defer a.snapMu.Unlock()
+		return !a.snapshotOverdue(ps[0]) && !a.snapshotOverdue(ps[1])
+	})
+	for p := int32(0); p < 2; p++ {
+		lb.take(t, "t", p, 2)
+		before, beforeX := b.replayBytes.Load(), b.replayExtents.Load()
+		if err := b.Acquire(ctx, "t", p, 2); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.replayBytes.Load() - before; n > snapBytes+int64(len(last)) {
+			t.Errorf("partition %d: take-over replayed %d bytes, want at most about %d (of %d written)", p, n, snapBytes, total)
+		}
+		// Every append here is a flush of its own: 200 or 400 extents.
+		if n := b.replayExtents.Load() - beforeX; n > snapshotExtents {
+			t.Errorf("partition %d: take-over read %d extents, want at most %d", p, n, snapshotExtents)
+		}
+	}
+	pb, _ := b.Partition("t", 1)
+	end := pb.HighWatermark()
+	r, err := pb.Append(ctx, append([]byte(nil), last...), -1)
+	if err != nil || r.BaseOffset != end-4 {
+		t.Fatalf("retry of the last idempotent batch on the new leader: offset %d err %v, want the original %d", r.BaseOffset, err, end-4)
+	}
+	if pb.HighWatermark() != end {
+		t.Fatalf("high watermark %d after a duplicate, want %d", pb.HighWatermark(), end)
+	}
+}

@@ -113,10 +113,19 @@ type Session interface {
 	// TTL is the lease time-to-live the backend granted; it may be longer
 	// than requested (etcd rounds up to whole seconds and to its minimum).
 	TTL() time.Duration
-	// Done is closed once the session can no longer be relied on: it expired,
-	// was closed, or renewals failed for longer than its TTL. A holder of
-	// leadership must stop acting on it when Done is closed.
+	// Done is closed once the session has ended for good: the backend says
+	// it expired or was revoked, or it was closed. Its keys are gone. While
+	// the backend cannot be reached Done stays open (the lease may outlive
+	// the outage); ValidUntil says how long it certainly lives.
 	Done() <-chan struct{}
+	// ValidUntil is the moment, on this process's monotonic clock, before
+	// which the lease is certainly still held in the backend: the send time
+	// of its last acknowledged renewal plus its TTL, less a margin. A holder
+	// of leadership must not act on it from then on until a renewal moves
+	// ValidUntil forward again, or Done closes. It is checked where the
+	// leadership is used, not by a timer: a process paused past it (a long
+	// GC, a VM stall) sees it passed as soon as it runs again.
+	ValidUntil() time.Time
 	// Close revokes the lease, deleting its keys now rather than after TTL.
 	// It is idempotent.
 	Close() error
@@ -131,6 +140,11 @@ type Leaser interface {
 	// it puts are deleted when s ends. Deletes behave as in Txn. It fails
 	// with ErrSessionDone if s has already ended.
 	TxnWithSession(ctx context.Context, s Session, cmps []Compare, ops ...Op) error
+	// RevokeSession ends the session with this ID, whoever holds it, and
+	// deletes its keys: a process that finds the session its previous
+	// incarnation left (known from its own disk) ends it instead of waiting
+	// for it to expire. A session already gone is not an error.
+	RevokeSession(ctx context.Context, id int64) error
 }
 
 // PutWithSession puts key attached to s: it vanishes when s ends.

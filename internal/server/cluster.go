@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,50 @@ func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
 	return st, nil
 }
 
+// sessionFileName, in the data directory, names the meta session the
+// broker last registered with, so that after a crash or a kill the next
+// process ends that session at once (cluster.Config.PreviousSession)
+// instead of waiting up to a lease TTL for it to expire. Losing it costs
+// only that wait.
+const sessionFileName = "cluster-session.json"
+
+type sessionFile struct {
+	path   string
+	nodeID int32
+	logger *slog.Logger
+}
+
+type sessionRecord struct {
+	NodeID  int32 `json:"node_id"`
+	Session int64 `json:"session"`
+}
+
+// read returns the recorded session of this node id, 0 if none.
+func (f sessionFile) read() int64 {
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return 0
+	}
+	var r sessionRecord
+	if json.Unmarshal(b, &r) != nil || r.NodeID != f.nodeID {
+		return 0
+	}
+	return r.Session
+}
+
+// write records id, atomically (a torn file would only be ignored).
+func (f sessionFile) write(id int64) {
+	b, _ := json.Marshal(sessionRecord{NodeID: f.nodeID, Session: id})
+	tmp := f.path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, f.path)
+	}
+	if err != nil {
+		f.logger.Warn("recording the cluster session in the data directory failed; a restart will wait for it to expire", "err", err)
+	}
+}
+
 // clusterGlue connects the cluster node to the log engine and the
 // coordinators. The node is created after the engine (which needs Fence
 // from it), so the engine's hooks go through an atomic pointer.
@@ -83,6 +129,10 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 		},
 		OnTopicsChanged: g.pushPartitions,
+		LeaseValid: func() bool {
+			n := g.node.Load()
+			return n != nil && n.LeaseValid()
+		},
 		IsController: func() bool {
 			n := g.node.Load()
 			return n != nil && n.IsController()

@@ -53,22 +53,23 @@ import (
 
 // Server is a running node.
 type Server struct {
-	cfg      config.Config
-	logger   *slog.Logger
-	md       meta.Store
-	engine   *log.Engine
-	groups   *group.Coordinator
-	txns     *txn.Coordinator
-	kafka    *kafka.Server
-	ln       net.Listener // the first Kafka listener
-	lns      []net.Listener
-	admin    *http.Server
-	adminLn  net.Listener
-	cancel   context.CancelFunc
-	done     chan error
-	startDur time.Duration
-	node     *cluster.Node // cluster mode only
-	watching chan struct{} // closed when the dynamic config watch ends
+	cfg       config.Config
+	logger    *slog.Logger
+	md        meta.Store
+	engine    *log.Engine
+	groups    *group.Coordinator
+	txns      *txn.Coordinator
+	kafka     *kafka.Server
+	ln        net.Listener // the first Kafka listener
+	lns       []net.Listener
+	admin     *http.Server
+	adminLn   net.Listener
+	cancel    context.CancelFunc
+	done      chan error
+	startDur  time.Duration
+	clusterID string
+	node      *cluster.Node // cluster mode only
+	watching  chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
 }
@@ -361,7 +362,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{})}
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID}
 	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
@@ -391,8 +392,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		for _, e := range endpoints {
 			ceps = append(ceps, cluster.Endpoint{Listener: e.Listener, Host: e.Host, Port: e.Port})
 		}
+		sf := sessionFile{path: filepath.Join(cfg.DataDir, sessionFileName), nodeID: cfg.NodeID, logger: logger}
 		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: ceps,
-			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: logger.With("component", "cluster")}, glue)
+			LeaseTTL: cfg.Cluster.LeaseTTL, PreviousSession: sf.read(), OnSession: sf.write,
+			Logger: logger.With("component", "cluster")}, glue)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("joining the cluster: %w", err)
@@ -455,6 +458,9 @@ func (s *Server) AdminAddr() string {
 
 // StartupDuration is how long Start took (recovery included).
 func (s *Server) StartupDuration() time.Duration { return s.startDur }
+
+// ClusterID is the cluster id the node serves (Metadata's cluster_id).
+func (s *Server) ClusterID() string { return s.clusterID }
 
 // Engine exposes the log engine (tests and admin tools).
 func (s *Server) Engine() *log.Engine { return s.engine }
@@ -520,27 +526,44 @@ type historyCompactor interface {
 	Compact(ctx context.Context, interval time.Duration, logger *slog.Logger)
 }
 
+// loadClusterID returns the cluster id stored in meta, storing one first
+// if there is none: want, or a random id. Brokers starting at once on an
+// empty prefix race to store it; the first Txn wins and every other one
+// finds the key there, re-reads it and adopts the stored id, so the order
+// of starts never matters. A want that differs from the stored id is a
+// configuration error.
 func loadClusterID(ctx context.Context, md meta.Store, want string) (string, error) {
-	kv, err := md.Get(ctx, clusterIDKey)
-	switch {
-	case err == nil:
-		if want != "" && want != string(kv.Value) {
-			return "", fmt.Errorf("%w: cluster_id: data dir belongs to cluster %q, not %q", config.ErrInvalid, kv.Value, want)
-		}
-		return string(kv.Value), nil
-	case !errors.Is(err, meta.ErrNotFound):
-		return "", fmt.Errorf("reading cluster id: %w", err)
-	}
 	id := want
 	if id == "" {
 		var b [16]byte
 		rand.Read(b[:])
 		id = base64.RawURLEncoding.EncodeToString(b[:])
 	}
-	if err := md.Txn(ctx, []meta.Compare{{Key: clusterIDKey, Version: 0}}, meta.Put(clusterIDKey, []byte(id))); err != nil {
-		return "", fmt.Errorf("storing cluster id: %w", err)
+	var lastErr error
+	for range 5 {
+		kv, err := md.Get(ctx, clusterIDKey)
+		switch {
+		case err == nil:
+			if want != "" && want != string(kv.Value) {
+				return "", fmt.Errorf("%w: cluster_id: data dir belongs to cluster %q, not %q", config.ErrInvalid, kv.Value, want)
+			}
+			return string(kv.Value), nil
+		case !errors.Is(err, meta.ErrNotFound):
+			return "", fmt.Errorf("reading cluster id: %w", err)
+		}
+		err = md.Txn(ctx, []meta.Compare{{Key: clusterIDKey, Version: 0}}, meta.Put(clusterIDKey, []byte(id)))
+		switch {
+		case err == nil:
+			return id, nil
+		case errors.Is(err, meta.ErrConflict), meta.IsRetriable(err):
+			// Another broker stored one first (or ours landed and the
+			// answer was lost): the next Get reads whichever is there.
+			lastErr = err
+		default:
+			return "", fmt.Errorf("storing cluster id: %w", err)
+		}
 	}
-	return id, nil
+	return "", fmt.Errorf("storing cluster id: %w", lastErr)
 }
 
 // kafkaListeners builds what each listener asks of its connections, and

@@ -104,6 +104,15 @@ var StartTimeout = 2 * time.Minute
 // stdout go to a file whose tail is printed if the test fails.
 func StartProcess(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
+	p := NewProcess(t, bin, args...)
+	p.start()
+	return p
+}
+
+// NewProcess is StartProcess without the start: StartAll starts it, with
+// others at the same moment.
+func NewProcess(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
 	dir := t.TempDir()
 	p := &Proc{
 		t:         t,
@@ -127,7 +136,6 @@ func StartProcess(t testing.TB, bin string, args ...string) *Proc {
 			dumpLog(t, "broker process", p.logPath)
 		}
 	})
-	p.start()
 	return p
 }
 
@@ -154,6 +162,13 @@ func (p *Proc) running() bool {
 
 func (p *Proc) start() {
 	p.t.Helper()
+	p.launch()
+	p.waitReady()
+}
+
+// launch starts the process without waiting for it to be ready.
+func (p *Proc) launch() {
+	p.t.Helper()
 	p.starts++
 	if err := os.Remove(p.readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		p.t.Fatalf("testbroker: removing ready file: %v", err)
@@ -177,7 +192,12 @@ func (p *Proc) start() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
+}
 
+// waitReady waits until the started process has written its ready file.
+func (p *Proc) waitReady() {
+	p.t.Helper()
+	cmd := p.cmd
 	deadline := time.Now().Add(StartTimeout)
 	for {
 		b, err := os.ReadFile(p.readyFile)
@@ -210,6 +230,30 @@ func (p *Proc) Kill() {
 		p.t.Fatalf("testbroker: SIGKILL: %v", err)
 	}
 	<-p.exited
+}
+
+// Pause stops the process with SIGSTOP, as a long GC pause or a VM stall
+// would: its connections stay open and it answers nothing until Resume.
+func (p *Proc) Pause() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused process (SIGCONT).
+func (p *Proc) Resume() {
+	p.t.Helper()
+	p.signal(syscall.SIGCONT)
+}
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if !p.running() {
+		p.t.Fatalf("testbroker: %v: broker is not running (exit: %v)", sig, p.waitErr)
+	}
+	fmt.Fprintf(p.logFile, "=== testbroker: %v pid %d\n", sig, p.cmd.Process.Pid)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("testbroker: %v: %v", sig, err)
+	}
 }
 
 // Stop sends SIGTERM and waits for a graceful exit. A non-zero exit, or no
@@ -247,6 +291,25 @@ func (p *Proc) Restart() {
 		p.Stop()
 	}
 	p.start()
+}
+
+// StartAll starts every one of procs at the same moment (each stopped or
+// killed before), then waits until all are ready: a whole cluster coming
+// back at once, rather than one broker after another.
+func StartAll(procs ...*Proc) {
+	for _, p := range procs {
+		p.t.Helper()
+		if p.running() {
+			p.t.Fatalf("testbroker: StartAll: broker is running")
+		}
+	}
+	// Launched back to back: each launch only forks.
+	for _, p := range procs {
+		p.launch()
+	}
+	for _, p := range procs {
+		p.waitReady()
+	}
 }
 
 // Exited reports whether the process has exited and, if so, how.

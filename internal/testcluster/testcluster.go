@@ -32,8 +32,15 @@ type Options struct {
 	// Brokers is how many brokers Start starts (DefaultBrokers).
 	Brokers int
 	// LeaseTTL is every broker's --lease-ttl (DefaultLeaseTTL). The test
-	// etcd allows leases down to 1 s.
+	// etcd allows leases down to 1 s. BrokerDefaultLease leaves the flag
+	// out, so brokers run with their own default.
 	LeaseTTL time.Duration
+	// EtcdProcess runs etcd in a child process (etcdtest.StartProcess), so
+	// that a test can pause it.
+	EtcdProcess bool
+	// Together starts every broker at the same moment on the empty etcd,
+	// instead of one after another, each ready before the next starts.
+	Together bool
 	// ExtraArgs are appended to every broker's serve flags; a flag given
 	// here overrides the harness's value for it.
 	ExtraArgs []string
@@ -48,6 +55,10 @@ type Options struct {
 	// through it too, as InterBrokerUser ("ib:ib-secret").
 	SASLOnly bool
 }
+
+// BrokerDefaultLease as Options.LeaseTTL runs the brokers with the lease
+// TTL a production broker has by default.
+const BrokerDefaultLease time.Duration = -1
 
 // InterBrokerUser is the user brokers log in as with Options.SASLOnly.
 const InterBrokerUser = "ib:ib-secret"
@@ -78,12 +89,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Brokers < 0 {
 		t.Fatalf("testcluster: Options.Brokers %d is negative", opts.Brokers)
 	}
-	if opts.LeaseTTL < time.Second {
+	if opts.LeaseTTL < time.Second && opts.LeaseTTL != BrokerDefaultLease {
 		t.Fatalf("testcluster: Options.LeaseTTL %v is under etcd's 1s minimum", opts.LeaseTTL)
 	}
 	bin := testbroker.BuildBinary(t)
-	c := startServices(t, opts.S3Flags...)
+	c := startServices(t, opts.EtcdProcess, opts.S3Flags...)
 	c.opts, c.bin = opts, bin
+	if opts.Together {
+		for range opts.Brokers {
+			c.newBroker()
+		}
+		testbroker.StartAll(c.brokers...)
+		return c
+	}
 	for range opts.Brokers {
 		c.AddBroker()
 	}
@@ -93,9 +111,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 // startServices starts etcd and S3 and creates the bucket: the part of
 // Start that needs no broker. Their cleanups are registered before any
 // broker's, so they stop after every broker.
-func startServices(t testing.TB, s3flags ...string) *Cluster {
+func startServices(t testing.TB, etcdProcess bool, s3flags ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, etcd: etcdtest.Start(t), s3: s3test.Start(t, s3test.WithKeepAlive(), s3test.WithPosixFlags(s3flags...))}
+	c := &Cluster{t: t}
+	if etcdProcess {
+		c.etcd = etcdtest.StartProcess(t)
+	} else {
+		c.etcd = etcdtest.Start(t)
+	}
+	c.s3 = s3test.Start(t, s3test.WithKeepAlive(), s3test.WithPosixFlags(s3flags...))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := s3.New(ctx, c.s3.Config(Bucket)) // Config sets CreateBucket
@@ -155,8 +179,29 @@ func (c *Cluster) RestartBroker(i int) {
 	c.Broker(i).Restart()
 }
 
+// StartAll starts every broker that is not running at the same moment
+// and waits until all are ready: a full-cluster restart.
+func (c *Cluster) StartAll() {
+	c.t.Helper()
+	var stopped []*testbroker.Proc
+	for _, p := range c.brokers {
+		if exited, _ := p.Exited(); exited {
+			stopped = append(stopped, p)
+		}
+	}
+	testbroker.StartAll(stopped...)
+}
+
 // AddBroker starts one more broker, node id Len()+1, and returns its index.
 func (c *Cluster) AddBroker() int {
+	c.t.Helper()
+	i := c.newBroker()
+	testbroker.StartAll(c.brokers[i])
+	return i
+}
+
+// newBroker adds broker Len()+1 without starting it.
+func (c *Cluster) newBroker() int {
 	c.t.Helper()
 	i := len(c.brokers)
 	// Fixed ports, so a restarted broker is where clients last saw it, as
@@ -177,7 +222,7 @@ func (c *Cluster) AddBroker() int {
 		args = append(args, "--listeners", "PLAINTEXT://"+listen+",SASL_PLAINTEXT://"+saslAddr,
 			"--sasl-users", strings.Join(c.opts.SASLUsers, ","))
 	}
-	c.brokers = append(c.brokers, testbroker.StartProcess(c.t, c.bin, args...))
+	c.brokers = append(c.brokers, testbroker.NewProcess(c.t, c.bin, args...))
 	c.admin = append(c.admin, admin)
 	c.sasl = append(c.sasl, saslAddr)
 	return i
@@ -215,7 +260,11 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 		"--node-id", strconv.Itoa(int(NodeID(i))),
 		"--etcd-endpoints", etcdEndpoint,
 		"--etcd-prefix", EtcdPrefix,
-		"--lease-ttl", opts.LeaseTTL.String(),
+	}
+	if opts.LeaseTTL != BrokerDefaultLease {
+		args = append(args, "--lease-ttl", opts.LeaseTTL.String())
+	}
+	args = append(args,
 		// Compaction rounds every few seconds, so every cluster test runs
 		// with etcd's history being compacted under its watches.
 		"--etcd-compaction-interval", "3s",
@@ -225,7 +274,7 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 		"--s3-secret-key", s3c.SecretKey,
 		"--s3-region", s3c.Region,
 		"--s3-addressing", string(s3c.Addressing),
-	}
+	)
 	return append(args, opts.ExtraArgs...)
 }
 

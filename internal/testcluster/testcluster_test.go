@@ -41,6 +41,10 @@ func TestBrokerArgs(t *testing.T) {
 			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 3 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
 				"--lease-ttl 1.5s --etcd-compaction-interval 3s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
 				"--s3-region us-east-1 --s3-addressing path --log-level debug"},
+		{"broker default lease", 0, Options{LeaseTTL: BrokerDefaultLease},
+			"--listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9644 --node-id 1 --etcd-endpoints http://127.0.0.1:2379 --etcd-prefix /sluice-test/ " +
+				"--etcd-compaction-interval 3s --s3-endpoint 127.0.0.1:7070 --s3-bucket b --s3-access-key ak --s3-secret-key sk " +
+				"--s3-region us-east-1 --s3-addressing path"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +72,7 @@ func TestBrokerArgsParse(t *testing.T) {
 // TestServices starts what Start starts before the brokers, and checks the
 // failure controls tests will use on them.
 func TestServices(t *testing.T) {
-	c := startServices(t)
+	c := startServices(t, false)
 
 	// The bucket exists: a store that may not create it opens.
 	bucketExists := func() error {

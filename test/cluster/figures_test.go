@@ -67,11 +67,11 @@ func loadAvg() string {
 }
 
 // keepLogs copies every broker's log out of the test's temporary directory
-// when the test fails, for the full story (a failing test prints only the
+// when the test fails (or always, with SLUICE_KEEP_LOGS=1), for the full story (a failing test prints only the
 // last 32 KiB of each).
 func keepLogs(t *testing.T, c *testcluster.Cluster) {
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("SLUICE_KEEP_LOGS") != "1" {
 			return
 		}
 		dir, err := os.MkdirTemp("", "sluice-figures-logs-")

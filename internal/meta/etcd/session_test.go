@@ -128,6 +128,33 @@ func TestSessionRevokedElsewhere(t *testing.T) {
 	eventually(t, "Done after revoke", func() bool { return closed(sess.Done()) })
 }
 
+// TestRevokeSession: another client ends a session by its ID (a restarted
+// broker ending its previous process's session); its keys go at once and
+// revoking it again is not an error.
+func TestRevokeSession(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := testConfig(srv, newPrefix())
+	holder := open(t, cfg)
+	other := openT(t, cfg)
+	sess, err := holder.NewSession(bg, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.PutWithSession(bg, holder, sess, "brokers/1", nil); err != nil {
+		t.Fatal(err)
+	}
+	holder.Close() // the previous process dies
+	if err := other.RevokeSession(bg, sess.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if !missing(other, "brokers/1") {
+		t.Fatal("the revoked session's key survives")
+	}
+	if err := other.RevokeSession(bg, sess.ID()); err != nil {
+		t.Fatalf("revoking a revoked session: %v", err)
+	}
+}
+
 // TestSessionElection: brokers race to claim a key guarded by "must not
 // exist"; exactly one wins, and when the winner's session ends another can
 // claim it.
@@ -198,3 +225,82 @@ func (fakeSession) ID() int64             { return 1 }
 func (fakeSession) TTL() time.Duration    { return time.Second }
 func (fakeSession) Done() <-chan struct{} { return nil }
 func (fakeSession) Close() error          { return nil }
+func (fakeSession) ValidUntil() time.Time { return time.Time{} }
+
+// TestSessionValidUntil: ValidUntil starts about a TTL ahead and moves
+// forward with each renewal; it is never later than the renewal's send
+// time plus the TTL.
+func TestSessionValidUntil(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s := openT(t, testConfig(srv, newPrefix()))
+	before := time.Now()
+	sess, err := s.NewSession(bg, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	first := sess.ValidUntil()
+	if first.After(before.Add(sess.TTL())) || first.Before(before.Add(sess.TTL()/2)) {
+		t.Fatalf("ValidUntil %v after the grant, want within (TTL/2, TTL] of %v", first.Sub(before), sess.TTL())
+	}
+	eventually(t, "a renewal to move ValidUntil", func() bool { return sess.ValidUntil().After(first) })
+	if v := sess.ValidUntil(); v.After(time.Now().Add(sess.TTL())) {
+		t.Fatalf("ValidUntil %v ahead of now, more than the TTL", time.Until(v))
+	}
+}
+
+// TestSessionOutlivesEtcdRestart: etcd is down for longer than the TTL.
+// ValidUntil passes, but the session does not end on that alone: an etcd
+// restart extends every lease, so once etcd answers the lease is renewed,
+// ValidUntil moves on, and the leased keys are still there.
+func TestSessionOutlivesEtcdRestart(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := testConfig(srv, newPrefix())
+	cfg.RequestTimeout = time.Second
+	s := openT(t, cfg)
+	sess, err := s.NewSession(bg, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := meta.PutWithSession(bg, s, sess, "leader", nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	stopped := time.Now()
+	eventually(t, "ValidUntil to pass", func() bool { return time.Now().After(sess.ValidUntil()) })
+	time.Sleep(sess.TTL() - time.Since(stopped) + 500*time.Millisecond) // down longer than the TTL
+	if closed(sess.Done()) {
+		t.Fatal("the session ended while etcd was down")
+	}
+	srv.Start(t)
+	eventually(t, "a renewal after the restart", func() bool { return time.Now().Before(sess.ValidUntil()) })
+	if closed(sess.Done()) || missing(s, "leader") {
+		t.Fatalf("after the restart: done %v, leased key missing %v", closed(sess.Done()), missing(s, "leader"))
+	}
+}
+
+// TestSessionEndsAfterEtcdPause: etcd paused for longer than the TTL
+// expires the lease when it runs again; the holder's next renewal learns
+// that and Done closes.
+func TestSessionEndsAfterEtcdPause(t *testing.T) {
+	srv := etcdtest.StartProcess(t)
+	cfg := testConfig(srv, newPrefix())
+	cfg.RequestTimeout = time.Second
+	s := openT(t, cfg)
+	sess, err := s.NewSession(bg, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	srv.Pause(t)
+	time.Sleep(sess.TTL() + time.Second)
+	if closed(sess.Done()) {
+		t.Fatal("the session ended while etcd was paused")
+	}
+	if time.Now().Before(sess.ValidUntil()) {
+		t.Fatal("ValidUntil not passed after a pause longer than the TTL")
+	}
+	srv.Resume(t)
+	eventually(t, "Done after the pause", func() bool { return closed(sess.Done()) })
+}

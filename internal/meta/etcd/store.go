@@ -82,13 +82,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		PermitWithoutStream:  true,
 		DialOptions: []grpc.DialOption{
 			// gRPC's default reconnect backoff grows to 2 minutes; metadata
-			// must come back within seconds of etcd doing so.
+			// must come back within moments of etcd doing so: produce
+			// waits for it (a registration blocks until the connection is
+			// back), and each attempt is one TCP connect.
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff: backoff.Config{
 					BaseDelay:  100 * time.Millisecond,
 					Multiplier: 1.6,
 					Jitter:     0.2,
-					MaxDelay:   time.Second,
+					MaxDelay:   250 * time.Millisecond,
 				},
 				MinConnectTimeout: cfg.DialTimeout,
 			}),

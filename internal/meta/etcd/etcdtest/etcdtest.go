@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,11 @@ type Server struct {
 
 	mu sync.Mutex
 	e  *embed.Etcd
+
+	// Process mode (StartProcess).
+	bin    string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // Start starts a server and stops it when the test ends.
@@ -73,6 +79,9 @@ func (s *Server) Stop() {
 		s.e.Close()
 		s.e = nil
 	}
+	if s.cmd != nil {
+		s.stopProc()
+	}
 }
 
 // Start starts a stopped server again on the same ports and data directory
@@ -101,30 +110,13 @@ func (s *Server) Restart(tb testing.TB) {
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.e != nil {
+	if s.e != nil || s.cmd != nil {
 		return fmt.Errorf("already running on %s", s.Endpoint())
 	}
-	cfg := embed.NewConfig()
-	cfg.Name = "sluice-test"
-	cfg.Dir = s.dir
-	cfg.ListenClientUrls = []url.URL{s.clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{s.clientURL}
-	cfg.ListenPeerUrls = []url.URL{s.peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{s.peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	// No purging of old snapshot and WAL files: a test's etcd is short-lived,
-	// and a purge that fails is fatal to the whole process.
-	cfg.MaxSnapFiles, cfg.MaxWalFiles = 0, 0
-	cfg.LogLevel = "error"
-	// Only DPanic and above reach stderr: etcd's zap Fatal exits the test
-	// process (os.Exit(1), even from a Nop logger), and its message is then
-	// the only clue.
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zapcore.DPanicLevel)))
-	// Fast ticks: a quick election at start and a 1 s minimum lease TTL
-	// (etcd's minimum is 1.5 election timeouts, rounded up to seconds).
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
+	if s.bin != "" {
+		return s.startProc()
+	}
+	cfg := EmbedConfig(s.dir, s.clientURL, s.peerURL)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start etcd on %s: %w", s.Endpoint(), err)
@@ -140,6 +132,33 @@ func (s *Server) start() error {
 	}
 	s.e = e
 	return nil
+}
+
+// EmbedConfig is the configuration of every test etcd: one member named
+// sluice-test over dir, fast ticks, quiet logs.
+func EmbedConfig(dir string, clientURL, peerURL url.URL) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = "sluice-test"
+	cfg.Dir = dir
+	cfg.ListenClientUrls = []url.URL{clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{clientURL}
+	cfg.ListenPeerUrls = []url.URL{peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// No purging of old snapshot and WAL files: a test's etcd is short-lived,
+	// and a purge that fails is fatal to the whole process.
+	cfg.MaxSnapFiles, cfg.MaxWalFiles = 0, 0
+	cfg.LogLevel = "error"
+	// Only DPanic and above reach stderr: etcd's zap Fatal exits the test
+	// process (os.Exit(1), even from a Nop logger), and its message is then
+	// the only clue.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zapcore.DPanicLevel)))
+	// Fast ticks: a quick election at start and a 1 s minimum lease TTL
+	// (etcd's minimum is 1.5 election timeouts, rounded up to seconds).
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	return cfg
 }
 
 // UnusedURL returns http://127.0.0.1:port for a port that was free a moment

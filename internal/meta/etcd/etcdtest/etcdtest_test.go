@@ -71,3 +71,28 @@ func client(t *testing.T, s *Server) *clientv3.Client {
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
+
+// TestProcessPause: a process server keeps its data across Stop/Start,
+// and while paused answers nothing until resumed.
+func TestProcessPause(t *testing.T) {
+	s := StartProcess(t)
+	cli := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart(t)
+	s.Pause(t)
+	pctx, pcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := cli.Get(pctx, "a")
+	pcancel()
+	if err == nil {
+		t.Fatal("a paused etcd answered")
+	}
+	s.Resume(t)
+	resp, err := cli.Get(ctx, "a")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "1" {
+		t.Fatalf("after restart and pause: %v, %v", resp, err)
+	}
+}
