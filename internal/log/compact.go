@@ -35,7 +35,7 @@ func (p *Partition) compact(ctx context.Context) error {
 	// As Kafka's cleaner, nothing at or above the last stable offset is
 	// cleanable: an undecided transaction's records must survive whole.
 	lso := p.lsoLocked(p.hw.Load())
-	aborted := append([]abortedTxn(nil), p.txns.aborted...)
+	aborted := append([]abortedTxn(nil), p.cr().txns.aborted...)
 	p.mu.RUnlock()
 	now := e.nowMs()
 	n := 0

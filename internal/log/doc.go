@@ -23,10 +23,11 @@
 // Lock order (outer first): Engine.adminMu, Engine.mu, Partition.mu,
 // Engine.objMu, wal.Writer.mu; Partition.hwMu and the block cache lock are
 // leaves. The WAL writer goroutine calls back into partitions (advanceHW)
-// holding no lock. Partition.producers and Partition.txns are guarded by
-// Partition.mu; Partition.rolledProducers/rolledTxns/rolledUpTo and
-// Engine.prodDirty belong to the roller goroutine, which takes Partition.mu
-// only to read "deleted".
+// holding no lock. Partition.producers and the cold state's txns are
+// guarded by Partition.mu; the cold state's rolledProducers/rolledTxns/
+// rolledUpTo and Engine.prodDirty belong to the roller goroutine, which
+// takes Partition.mu only to read "deleted". The cold state (partCold) is
+// allocated on first use behind an atomic pointer.
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
 // partition.go (append, HW, waits), read.go (reads, object access, cache),

@@ -286,12 +286,13 @@ func (e *Engine) foldRolled(p *Partition, bt []byte) {
 	if batch.ProducerID(bt) < 0 {
 		return
 	}
-	if batch.BaseOffset(bt) < p.rolledUpTo {
+	c := p.c()
+	if batch.BaseOffset(bt) < c.rolledUpTo {
 		return
 	}
-	p.rolledProducers.fold(bt)
-	p.rolledTxns.fold(bt)
-	p.rolledUpTo = batch.LastOffset(bt) + 1
+	c.rolledProducers.fold(bt)
+	c.rolledTxns.fold(bt)
+	c.rolledUpTo = batch.LastOffset(bt) + 1
 	if e.prodDirty == nil {
 		e.prodDirty = map[*Partition]struct{}{}
 	}
@@ -330,9 +331,10 @@ func (e *Engine) persistProducers(ctx context.Context) error {
 			delete(e.prodDirty, p)
 			continue
 		}
-		p.rolledProducers.expire(cutoff)
-		p.rolledTxns.truncate(p.logStart.Load())
-		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)))
+		c := p.c()
+		c.rolledProducers.expire(cutoff)
+		c.rolledTxns.truncate(p.logStart.Load())
+		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(c.rolledUpTo, c.rolledProducers, &c.rolledTxns)))
 		done = append(done, p)
 		if len(ops) == meta.MaxTxnOps {
 			if err := flush(); err != nil {
@@ -508,7 +510,7 @@ func (p *Partition) Producers() []ProducerInfo {
 		if ts := pe.lastTS(); ts > 0 {
 			pi.LastTimestamp = ts
 		}
-		if off, ok := p.txns.ongoing[pid]; ok {
+		if off, ok := p.cr().txns.ongoing[pid]; ok {
 			pi.CurrentTxnStartOffset = off
 		}
 		out = append(out, pi)

@@ -83,9 +83,10 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			return 0, storageErr("producer state "+kv.Key, err)
 		}
 		ps.expire(cutoff)
-		p.rolledProducers, p.rolledUpTo = ps, upTo
+		c := p.c()
+		c.rolledProducers, c.rolledUpTo = ps, upTo
 		p.producers = ps.clone()
-		p.rolledTxns, p.txns = ts, ts.clone()
+		c.rolledTxns, c.txns = ts, ts.clone()
 	}
 
 	var marker uint64
@@ -143,11 +144,11 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			if p == nil {
 				continue
 			}
-			if batch.BaseOffset(ent.Batch) >= p.rolledUpTo {
+			if batch.ProducerID(ent.Batch) >= 0 && batch.BaseOffset(ent.Batch) >= p.cr().rolledUpTo {
 				// Not in the snapshot; the roller folds it into the
 				// rolled state when it rolls this segment again.
 				p.producers.fold(ent.Batch)
-				p.txns.fold(ent.Batch)
+				p.c().txns.fold(ent.Batch)
 			}
 			last := batch.LastOffset(ent.Batch)
 			if last < p.next {
@@ -164,7 +165,9 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 	e.forEachPartition(func(p *Partition) {
 		p.hw.Store(p.next)
 		p.producers.expire(cutoff)
-		p.txns.truncate(p.logStart.Load())
+		if c := p.cold.Load(); c != nil {
+			c.txns.truncate(p.logStart.Load())
+		}
 	})
 	if len(e.rollQueue) > 0 {
 		e.rollKick <- struct{}{}

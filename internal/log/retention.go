@@ -212,7 +212,9 @@ func (p *Partition) setLogStart(ctx context.Context, ls int64) (int64, error) {
 		return cur, fmt.Errorf("%w: %s-%d", ErrUnknownTopicOrPartition, p.t.name, p.id)
 	}
 	p.logStart.Store(ls)
-	p.txns.truncate(ls)
+	if c := p.cold.Load(); c != nil {
+		c.txns.truncate(ls)
+	}
 	var dead, keep []*extent
 	for _, x := range p.extents {
 		if x.Last < ls {

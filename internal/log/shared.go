@@ -260,7 +260,8 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	}
 
 	e.snapMu.Lock()
-	p.unsnapBytes, p.unsnapExtents = replayed, replayedExtents
+	c := p.c()
+	c.unsnapBytes, c.unsnapExtents = replayed, replayedExtents
 	e.snapMu.Unlock()
 	p.mu.Lock()
 	if p.deleted {
@@ -273,10 +274,10 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	p.logStart.Store(ls)
 	p.hw.Store(next)
 	ts.truncate(ls)
-	p.producers, p.rolledProducers = ps.clone(), ps
-	p.txns, p.rolledTxns = ts.clone(), ts
-	p.rolledUpTo = upTo
-	p.epoch, p.epochs = epoch, hist
+	p.producers, c.rolledProducers = ps.clone(), ps
+	c.txns, c.rolledTxns = ts.clone(), ts
+	c.rolledUpTo = upTo
+	p.epoch, c.epochs = epoch, hist
 	p.led = true
 	p.loadSeq++
 	p.mu.Unlock()
@@ -947,7 +948,7 @@ func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int
 		for _, bt := range o.runs[j].batches {
 			e.foldRolledShared(p, bt)
 		}
-		p.unsnapExtents++
+		p.c().unsnapExtents++
 		if e.snapshotOverdue(p) {
 			if e.prodDirty == nil {
 				e.prodDirty = map[*Partition]struct{}{}
@@ -1008,10 +1009,11 @@ func (e *Engine) fence(p *Partition) {
 // replays only what was registered after the snapshot. snapMu held.
 func (e *Engine) foldRolledShared(p *Partition, bt []byte) {
 	e.foldRolled(p, bt)
-	if last := batch.LastOffset(bt) + 1; last > p.rolledUpTo {
-		p.rolledUpTo = last
+	c := p.c()
+	if last := batch.LastOffset(bt) + 1; last > c.rolledUpTo {
+		c.rolledUpTo = last
 	}
-	p.unsnapBytes += int64(len(bt))
+	c.unsnapBytes += int64(len(bt))
 }
 
 // snapshotExtents bounds the flush extents registered between two
@@ -1024,7 +1026,8 @@ const snapshotExtents = 64
 // its last snapshot, which the snapshot loop then writes at once. snapMu
 // held.
 func (e *Engine) snapshotOverdue(p *Partition) bool {
-	return p.unsnapBytes >= e.cfg.Shared.SnapshotBytes || p.unsnapExtents >= snapshotExtents
+	c := p.cr()
+	return c.unsnapBytes >= e.cfg.Shared.SnapshotBytes || c.unsnapExtents >= snapshotExtents
 }
 
 // snapshotRequest writes p's producer snapshot now (hand-off).
@@ -1032,7 +1035,7 @@ func (e *Engine) snapshotRequest(p *Partition) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
-	if p.unsnapBytes > 0 || p.unsnapExtents > 0 {
+	if c := p.cr(); c.unsnapBytes > 0 || c.unsnapExtents > 0 {
 		// Whatever was registered since: the next leader replays nothing.
 		if e.prodDirty == nil {
 			e.prodDirty = map[*Partition]struct{}{}
@@ -1117,14 +1120,15 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 		return prodSnap{}, false
 	}
 	delete(e.prodDirty, p)
-	p.unsnapBytes, p.unsnapExtents = 0, 0
+	c := p.c()
+	c.unsnapBytes, c.unsnapExtents = 0, 0
 	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
 		return prodSnap{}, false
 	}
-	p.rolledProducers.expire(e.producerCutoff())
-	p.rolledTxns.truncate(p.logStart.Load())
-	return prodSnap{p: p, cmps: cmps, val: encodeProducers(p.rolledUpTo, p.rolledProducers, &p.rolledTxns)}, true
+	c.rolledProducers.expire(e.producerCutoff())
+	c.rolledTxns.truncate(p.logStart.Load())
+	return prodSnap{p: p, cmps: cmps, val: encodeProducers(c.rolledUpTo, c.rolledProducers, &c.rolledTxns)}, true
 }
 
 // writeSnapshots writes snaps in one Txn under all their compares. When a
@@ -1164,20 +1168,21 @@ func (e *Engine) writeSnapshots(snaps []prodSnap) {
 func (p *Partition) endOffsetForEpochShared(epoch int32) (int32, int64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if epoch > p.epoch || len(p.epochs) == 0 {
+	epochs := p.cr().epochs
+	if epoch > p.epoch || len(epochs) == 0 {
 		return -1, -1
 	}
 	if epoch == p.epoch {
 		return p.epoch, p.next
 	}
-	i := sort.Search(len(p.epochs), func(i int) bool { return p.epochs[i].epoch > epoch })
+	i := sort.Search(len(epochs), func(i int) bool { return epochs[i].epoch > epoch })
 	if i == 0 {
 		return -1, -1
 	}
-	if i == len(p.epochs) {
+	if i == len(epochs) {
 		return p.epoch, p.next
 	}
-	return p.epochs[i-1].epoch, p.epochs[i].start
+	return epochs[i-1].epoch, epochs[i].start
 }
 
 // watchTopics applies topic changes made through other brokers.

@@ -263,8 +263,9 @@ func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch i
 	wal.Seal(buf[:wal.EntryHeaderSize+len(bt)])
 	p.tail = append(p.tail, tailBatch{base: base, last: base, maxTS: now, data: stored})
 	p.producers.marker(producerID, epoch, now)
-	p.txns.pruneEnded(p.hw.Load())
-	p.txns.end(producerID, commit, base, true)
+	c := p.c()
+	c.txns.pruneEnded(p.hw.Load())
+	c.txns.end(producerID, commit, base, true)
 	p.next = base + 1
 	p.mu.Unlock()
 	res.Commit()
@@ -295,7 +296,7 @@ func (p *Partition) LastStableOffset() int64 {
 // lsoLocked is the LSO given the high watermark hw: as Kafka, never below
 // the log start (retention may delete the start of an open transaction).
 func (p *Partition) lsoLocked(hw int64) int64 {
-	return max(p.txns.lso(hw), min(p.logStart.Load(), hw))
+	return max(p.cr().txns.lso(hw), min(p.logStart.Load(), hw))
 }
 
 // OngoingTxn is a transaction open in a partition.
@@ -311,8 +312,9 @@ type OngoingTxn struct {
 func (p *Partition) OngoingTransactions() []OngoingTxn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	out := make([]OngoingTxn, 0, len(p.txns.ongoing))
-	for pid, first := range p.txns.ongoing {
+	ongoing := p.cr().txns.ongoing
+	out := make([]OngoingTxn, 0, len(ongoing))
+	for pid, first := range ongoing {
 		o := OngoingTxn{ProducerID: pid, ProducerEpoch: -1, FirstOffset: first}
 		if pe := p.producers[pid]; pe != nil {
 			o.ProducerEpoch = pe.epoch
@@ -328,7 +330,7 @@ func (p *Partition) OngoingTransactions() []OngoingTxn {
 func (p *Partition) AbortedTransactions(from, to int64) []AbortedTxn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.txns.overlapping(from, to)
+	return p.cr().txns.overlapping(from, to)
 }
 
 // ReadCommitted is Read for read_committed consumers: whole batches below
