@@ -50,6 +50,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"decompress-budget-bytes", "decompress_budget_bytes", "memory budget of all decompressions in flight (produce validation, timestamp lookups, compaction)"},
 	{"decompress-ratio", "decompress_ratio", "a batch may hold at most this many times its topic's max.message.bytes once decompressed"},
 	{"memory-budget-mb", "memory_budget_mb", "memory the broker sizes itself to (heap limit, request and decompression budgets, WAL segments, caches); 0: a quarter of the machine's"},
+	{"idle-memory-return", "idle_memory_return", "how often a quiet broker gives free heap memory back to the system (0: never)"},
 	{"min-free-bytes", "min_free_bytes", "refuse produce (KAFKA_STORAGE_ERROR) while the data dir's file system has less free space than this; offset commits and transaction markers go on down to half of it; resume when freed (-1: off)"},
 	{"retention-check-interval", "retention_check_interval", "how often retention, producer expiry and garbage collection run (Kafka's log.retention.check.interval.ms)"},
 	{"producer-id-expiration", "producer_id_expiration", "how long idempotent producer state is kept after the producer's last write"},
@@ -113,6 +114,7 @@ func serveCommand() *cobra.Command {
 				debug.SetMemoryLimit(mem.HeapLimit)
 			}
 			ctx := cmd.Context()
+			go server.ReturnIdleMemory(ctx, cfg.IdleMemoryReturn, logger)
 			srv, err := server.Start(ctx, cfg, logger)
 			if err != nil {
 				return err

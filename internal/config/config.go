@@ -277,6 +277,9 @@ type Config struct {
 	// (docs/memory.md). Resident memory stays within it plus 10 %. 0: a
 	// quarter of the machine's (or the cgroup's) memory, 256 MiB to 16 GiB.
 	MemoryBudgetMB int64 `yaml:"memory_budget_mb"`
+	// IdleMemoryReturn is how often a quiet broker checks whether to give
+	// free heap memory back to the system (docs/memory.md). 0: never.
+	IdleMemoryReturn time.Duration `yaml:"idle_memory_return"`
 }
 
 // Default returns the built-in defaults.
@@ -312,12 +315,13 @@ func Default() Config {
 			MaxTimeout:           15 * time.Minute,
 			AbortCheckInterval:   10 * time.Second,
 		},
-		S3:        S3{Addressing: "auto"},
-		Etcd:      Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
-		Cluster:   Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
-		LogLevel:  "info",
-		LogFormat: "text",
-		GCPercent: 400,
+		S3:               S3{Addressing: "auto"},
+		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
+		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
+		LogLevel:         "info",
+		LogFormat:        "text",
+		GCPercent:        400,
+		IdleMemoryReturn: 30 * time.Second,
 	}
 }
 
@@ -380,6 +384,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DecompressBudgetBytes != 0 && c.DecompressBudgetBytes < 8<<20 {
 		return bad("decompress_budget_bytes", "must be 0 (from the memory budget) or at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
+	}
+	if c.IdleMemoryReturn < 0 || (c.IdleMemoryReturn > 0 && c.IdleMemoryReturn < 100*time.Millisecond) {
+		return bad("idle_memory_return", "must be 0 (never) or >= 100ms, got %v", c.IdleMemoryReturn)
 	}
 	if c.MemoryBudgetMB != 0 && c.MemoryBudgetMB < MinMemoryBudget>>20 {
 		return bad("memory_budget_mb", "must be 0 (from the machine's memory) or at least %d, got %d", MinMemoryBudget>>20, c.MemoryBudgetMB)

@@ -122,3 +122,41 @@ func TestMemoryBudgetManyPartitions(t *testing.T) {
 		t.Fatalf("the broker's peak resident memory %d MiB exceeds its %d MiB budget plus 10 %%", hwm>>10, budgetMB)
 	}
 }
+
+// TestIdleMemoryReturned: after a burst that leaves the heap far larger
+// than what stays live (creating 20,000 partitions, then writing 300,000
+// records over them), a broker gone quiet gives the free memory back to
+// the system instead of holding its peak.
+func TestIdleMemoryReturned(t *testing.T) {
+	const partitions, records = 20000, 300000
+	bin := testbroker.BuildBinary(t)
+	p := testbroker.StartProcess(t, bin, "--idle-memory-return", "1s", "--log-level", "warn")
+	testbroker.CreateTopic(t, p.Addr(), "burst", partitions, nil)
+	cl := testbroker.NewClient(t, p.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.DefaultProduceTopic("burst"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	value := make([]byte, 100)
+	for i := 0; i < records; i++ {
+		cl.Produce(ctx, &kgo.Record{Partition: rng.Int32N(partitions), Value: value}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	cl.Close()
+	peak := rssKB(t, p.Pid(), "VmHWM")
+	// Quiet now: within a few checks the free heap goes back.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rss := rssKB(t, p.Pid(), "VmRSS")
+		if rss < peak/2 {
+			t.Logf("peak %d MiB, %d MiB once quiet", peak>>10, rss>>10)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the burst the broker still holds %d MiB of its %d MiB peak", rss>>10, peak>>10)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
