@@ -74,8 +74,17 @@ func (c Config) Validate() error {
 // less than one request (at most max request bytes): a frame larger than
 // what is left never waits forever, and nothing can deadlock on a partly
 // read frame, since a frame is only read once its whole size is reserved.
+//
+// A frame announcing more than a quarter of the limit does not draw on it:
+// large frames take a lane of their own, one at a time. Otherwise a single
+// client announcing a large frame and sending it slowly (or not at all)
+// would hold the whole budget, and every other connection would wait for
+// request_read_timeout to close it. The lane keeps the bound (the limit
+// plus one largest request) and leaves a stalled large frame delaying only
+// other large frames.
 type requestBudget struct {
 	limit int64 // <= 0: unbounded (still counted)
+	lane  chan struct{}
 
 	mu      sync.Mutex
 	used    int64
@@ -93,9 +102,28 @@ type budgetWaiter struct {
 
 func (b *requestBudget) open() bool { return b.limit <= 0 || b.used < b.limit }
 
+// large reports whether a frame of n bytes takes the large-frame lane.
+func (b *requestBudget) large(n int64) bool { return b.limit > 0 && n > b.limit/4 }
+
 // acquire reserves n bytes, waiting while the budget is spent. It returns
 // false, holding nothing, if done is closed first.
 func (b *requestBudget) acquire(n int64, done <-chan struct{}) bool {
+	if b.large(n) {
+		select {
+		case b.lane <- struct{}{}:
+			return true
+		default:
+		}
+		b.waits.Inc()
+		began := time.Now()
+		defer func() { b.waitSeconds.Add(time.Since(began).Seconds()) }()
+		select {
+		case b.lane <- struct{}{}:
+			return true
+		case <-done:
+			return false
+		}
+	}
 	b.mu.Lock()
 	if len(b.waiters) == 0 && b.open() {
 		b.used += n
@@ -132,6 +160,10 @@ func (b *requestBudget) acquire(n int64, done <-chan struct{}) bool {
 // release returns n reserved bytes and admits waiters while there is room.
 func (b *requestBudget) release(n int64) {
 	if n == 0 {
+		return
+	}
+	if b.large(n) {
+		<-b.lane
 		return
 	}
 	b.mu.Lock()
@@ -172,6 +204,7 @@ func newLimitMetrics() (limitMetrics, *requestBudget) {
 		}, []string{"reason"}),
 	}
 	b := &requestBudget{
+		lane: make(chan struct{}, 1),
 		usedGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sluice", Subsystem: "kafka", Name: "queued_request_bytes",
 			Help: "Bytes of requests being read or in flight, as reserved against queued_max_request_bytes.",

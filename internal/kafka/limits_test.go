@@ -240,19 +240,34 @@ func TestRequestBytesBounded(t *testing.T) {
 
 // TestQueuedRequestBytesBackpressure: when the requests in flight reach
 // queued_max_request_bytes, another connection's request is not read (not
-// answered) until bytes are released, then it is.
+// answered) until bytes are released, then it is. One large frame stalled
+// by its client (the fault checker's case) does not hold the budget.
 func TestQueuedRequestBytesBackpressure(t *testing.T) {
 	b := startLimited(t, func(c *config.Config) {
 		c.MaxRequestBytes = 1 << 20
 		c.QueuedMaxRequestBytes = 1 << 20
 	})
-	big := dial(t, b.Addr())
-	// A whole 1 MiB request announced, 1000 bytes of it sent: it holds
-	// the budget while the rest is awaited.
-	if _, err := big.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 1000)...)); err != nil {
+	// A frame of more than a quarter of the budget takes the lane of large
+	// frames: announced in full and stalled, it holds nothing others need.
+	huge := dial(t, b.Addr())
+	if _, err := huge.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 1000)...)); err != nil {
 		t.Fatal(err)
 	}
-	waitMetric(t, b, "sluice_kafka_queued_request_bytes", "", "the large request reserved", equal(1<<20))
+	probe := dial(t, b.Addr())
+	if err := roundTrip(probe, 5); err != nil {
+		t.Fatalf("a small request waited behind one large stalled frame: %v", err)
+	}
+	// Four quarter-budget requests announced, 1000 bytes of each sent:
+	// they hold the whole budget while the rest is awaited.
+	var parts []net.Conn
+	for range 4 {
+		c := dial(t, b.Addr())
+		if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, 1<<18), make([]byte, 1000)...)); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, c)
+	}
+	waitMetric(t, b, "sluice_kafka_queued_request_bytes", "", "the partial requests reserved", equal(1<<20))
 
 	small := dial(t, b.Addr())
 	if _, err := small.Write(apiVersions(7)); err != nil {
@@ -263,11 +278,15 @@ func TestQueuedRequestBytesBackpressure(t *testing.T) {
 	if _, err := small.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a request was answered while the budget was spent: read returned %v", err)
 	}
-	big.Close() // the partial request's reservation is released
+	parts[0].Close() // that partial request's reservation is released
 	small.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if err := readResponse(small, 7); err != nil {
 		t.Fatalf("the waiting request was not answered once bytes were released: %v", err)
 	}
+	for _, c := range parts[1:] {
+		c.Close()
+	}
+	huge.Close()
 	waitMetric(t, b, "sluice_kafka_queued_request_bytes", "", "request bytes released", equal(0))
 }
 
