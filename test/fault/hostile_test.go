@@ -262,7 +262,8 @@ func (h *hostile) run(t *testing.T, tg *target, i int, rng *rand.Rand) *verdict 
 		{fmt.Sprintf("a zstd batch of %d bytes holding %d MiB of zeros", len(bomb), bombBytes>>20), bomb, kerr.MessageTooLarge},
 		{"a good batch after the bad ones", good(), nil},
 	} {
-		code, msg, err := produceToLeader(tg, c.batch)
+		code, msg, unsure, err := produceToLeaderRetries(tg, c.batch)
+		ambiguous = ambiguous || unsure
 		switch {
 		case err != nil:
 			bad.add("%s: %v", c.name, err)
@@ -320,6 +321,14 @@ var retriable = map[int16]bool{
 // topic on a fresh connection to its leader, retrying while the leader
 // moves. err is set when no answer came.
 func produceToLeader(tg *target, b []byte) (code int16, msg string, err error) {
+	code, msg, _, err = produceToLeaderRetries(tg, b)
+	return code, msg, err
+}
+
+// produceToLeaderRetries is produceToLeader also saying whether an attempt
+// may have stored b without an answer saying so (a timeout or a broken
+// connection after the request was sent), so a retry may store it twice.
+func produceToLeaderRetries(tg *target, b []byte) (code int16, msg string, unsure bool, err error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var addr string
@@ -331,21 +340,26 @@ func produceToLeader(tg *target, b []byte) (code int16, msg string, err error) {
 				var resp kmsg.Response
 				resp, err = rc.roundTrip(produceRequest(hostileTopic, b))
 				rc.Close()
-				if err == nil {
+				if err != nil {
+					unsure = true
+				} else {
 					p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 					code, msg = p.ErrorCode, ""
 					if p.ErrorMessage != nil {
 						msg = *p.ErrorMessage
 					}
 					if !retriable[code] {
-						return code, msg, nil
+						return code, msg, unsure, nil
+					}
+					if code == kerr.RequestTimedOut.Code {
+						unsure = true
 					}
 					err = fmt.Errorf("retriable %v (%s)", kerr.ErrorForCode(code), msg)
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, "", fmt.Errorf("no answer within a minute: %w", err)
+			return 0, "", unsure, fmt.Errorf("no answer within a minute: %w", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

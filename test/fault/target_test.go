@@ -35,7 +35,7 @@ const (
 // produce below minFreeBytes.
 const (
 	diskBytes     = 384 << 20
-	soakDiskBytes = 2 << 30
+	soakDiskBytes = 1 << 30
 	minFreeBytes  = 16 << 20
 )
 
