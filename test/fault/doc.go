@@ -37,9 +37,10 @@
 // malformed frames (an HTTP request, a negative size, a frame too small
 // for a header, an unknown API key, a garbage request body, a request cut
 // short, garbage after a valid request) must close only their connection;
-// a 2 GiB frame announcement must be refused; frames announcing 90 MiB and
-// sending 2 MiB are left hanging (the broker must not reserve what they
-// announce); a batch whose attributes say gzip over a payload that is not,
+// a 2 GiB frame announcement must be refused; two frames announcing 90 MiB
+// (under max_request_bytes) are left half sent, and the workloads must make
+// progress while they hang: a slow client must not stop the broker serving
+// everyone else; a batch whose attributes say gzip over a payload that is not,
 // with a correct CRC, must get CORRUPT_MESSAGE, as must a batch with a
 // wrong CRC; a zstd batch of a few KiB holding 64 MiB of zeros, to a topic
 // with max.message.bytes 1 MiB, must get MESSAGE_TOO_LARGE, alone and four
@@ -64,8 +65,8 @@
 //     a commit was acknowledged for, and no acknowledged commit is ever
 //     followed by a lower one;
 //   - every broker's resident set (VmRSS and VmHWM, sampled from /proc four
-//     times a second) stays within --memory-limit-mb plus a slack; the
-//     peaks are logged;
+//     times a second) stays within --memory-budget-mb plus 10 %, as
+//     docs/memory.md promises; the peaks are logged;
 //   - no broker process exited on its own, and no broker log holds a panic
 //     or a Go runtime fatal error.
 //

@@ -72,7 +72,7 @@ var singleNodeFaults = []fault{
 	{name: "fill the disk, then free it", apply: fullDisk},
 	{name: "SIGKILL the broker on a full disk, restart it there, then free the disk", apply: killOnFullDisk},
 	{name: "hostile frames and batches", apply: func(r *run, _ int) *verdict {
-		return r.hostile.run(r.t, r.tg, 0, r.rng)
+		return r.hostile.run(r, 0)
 	}},
 	{name: "graceful restart", soakOnly: true, apply: func(r *run, _ int) *verdict {
 		r.tg.restart(0)
@@ -211,7 +211,7 @@ var clusterFaults = []fault{
 	}},
 	{name: "hostile frames and batches", apply: func(r *run, round int) *verdict {
 		i := round % r.tg.cluster.Len()
-		return r.hostile.run(r.t, r.tg, i, r.rng)
+		return r.hostile.run(r, i)
 	}},
 	{name: "etcd restarted", soakOnly: true, apply: func(r *run, _ int) *verdict {
 		r.tg.cluster.Etcd().Restart(r.t)

@@ -79,7 +79,7 @@ func (m *memSampler) check() *verdict {
 	m.sample()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := &verdict{check: fmt.Sprintf("memory: every broker's resident set within %s (--memory-limit-mb %d + %d MiB slack)", mib(m.bound), memoryLimitMB, memorySlackMB)}
+	v := &verdict{check: fmt.Sprintf("memory: every broker's resident set within %s (--memory-budget-mb %d + 10 %%)", mib(m.bound), memoryBudgetMB)}
 	v.bad = m.over
 	m.over = problems{} // each excess is reported once
 	if m.samples == 0 {

@@ -58,7 +58,7 @@ func startRun(t *testing.T, s settings, tg *target) *run {
 	tg.createTopic(idemTopic, partitions, nil)
 	tg.createTopic(txnTopic, partitions, nil)
 	tg.createTopic(hostileTopic, 1, map[string]string{"max.message.bytes": fmt.Sprint(hostileMaxMessageBytes)})
-	r.mem = startMemSampler(tg, (memoryLimitMB+memorySlackMB)<<20)
+	r.mem = startMemSampler(tg, memoryBound)
 	r.plain = startProducer(t, tg, "plain", plainTopic, "p", false, plainRate, r.rng.Uint64())
 	r.idem = startProducer(t, tg, "idempotent", idemTopic, "i", true, idemRate, r.rng.Uint64())
 	r.txn = startTxnProducer(t, tg, r.rng.Uint64())

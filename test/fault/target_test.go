@@ -20,15 +20,16 @@ import (
 	"github.com/sluice-mq/sluice/internal/testcluster"
 )
 
-// Memory budget: brokers run with --memory-limit-mb memoryLimitMB (a soft
-// limit on the Go heap, as GOMEMLIMIT) and their resident set must stay
-// under memoryLimitMB + memorySlackMB for the whole run. The slack covers
-// what the Go limit does not: mapped files (bbolt's metadata), the
-// runtime's own overhead, and memory the runtime has not yet returned.
-const (
-	memoryLimitMB = 128
-	memorySlackMB = 128
-)
+// memoryBudgetMB is every broker's --memory-budget-mb, the one number a
+// broker sizes its heap limit, request and decompression budgets, WAL
+// segments and caches to (docs/memory.md). Its promise is that resident
+// memory stays within the budget plus 10 % under any load: the bound the
+// memory checker holds each broker to for the whole run. 256 MiB is the
+// least budget a broker takes, so the run is as tight as it can be.
+const memoryBudgetMB = 256
+
+// memoryBound is the budget plus 10 %.
+const memoryBound = memoryBudgetMB << 20 * 11 / 10
 
 // Single-node disk: the data dir lives on a tmpfs of this size, so the
 // full-disk fault fills a real file system; the free-space guard refuses
@@ -67,7 +68,7 @@ func startSingle(t *testing.T, s settings) *target {
 	args := []string{
 		"--listen", addr, // fixed, so clients find the broker after a restart
 		"--auto-create-topics", "false",
-		"--memory-limit-mb", fmt.Sprint(memoryLimitMB),
+		"--memory-budget-mb", fmt.Sprint(memoryBudgetMB),
 		"--min-free-bytes", fmt.Sprint(minFreeBytes),
 		"--log-level", "info",
 	}
@@ -86,7 +87,7 @@ func startCluster(t *testing.T) *target {
 	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{ExtraArgs: []string{
 		"--auto-create-topics", "false",
-		"--memory-limit-mb", fmt.Sprint(memoryLimitMB),
+		"--memory-budget-mb", fmt.Sprint(memoryBudgetMB),
 		"--log-level", "info",
 	}})
 	tg := &target{t: t, name: "cluster", cluster: c, seeds: c.Addrs(), pids: map[int]int{}}
