@@ -175,6 +175,10 @@ func (h *hostile) run(r *run, i int) *verdict {
 	for j := range garbage {
 		garbage[j] = byte(rng.IntN(256))
 	}
+	// Read as the next frame's size, garbage must be invalid (negative):
+	// a size under max_request_bytes is a frame the broker rightly waits
+	// for, not garbage.
+	garbage[0] = 0xde
 	metadata := rawFrame(int16(kmsg.Metadata), 1, []byte{0xff, 0xff, 0xff, 0xff})
 	frames := []struct {
 		name string
