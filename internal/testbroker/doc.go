@@ -4,6 +4,10 @@
 // ephemeral port and keep their data in the test's temporary directory;
 // everything is torn down by t.Cleanup.
 //
+// A process can also be paused (SIGSTOP) and resumed, and its memory read
+// from /proc (ReadMemory), for fault tests that stall brokers and watch
+// their footprint.
+//
 // A broker's log output goes to a file, not the test's output; when a test
 // fails, the tail of that file is printed with the failure, so a red test
 // shows what the broker said.

@@ -232,30 +232,6 @@ func (p *Proc) Kill() {
 	<-p.exited
 }
 
-// Pause stops the process with SIGSTOP, as a long GC pause or a VM stall
-// would: its connections stay open and it answers nothing until Resume.
-func (p *Proc) Pause() {
-	p.t.Helper()
-	p.signal(syscall.SIGSTOP)
-}
-
-// Resume continues a paused process (SIGCONT).
-func (p *Proc) Resume() {
-	p.t.Helper()
-	p.signal(syscall.SIGCONT)
-}
-
-func (p *Proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if !p.running() {
-		p.t.Fatalf("testbroker: %v: broker is not running (exit: %v)", sig, p.waitErr)
-	}
-	fmt.Fprintf(p.logFile, "=== testbroker: %v pid %d\n", sig, p.cmd.Process.Pid)
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("testbroker: %v: %v", sig, err)
-	}
-}
-
 // Stop sends SIGTERM and waits for a graceful exit. A non-zero exit, or no
 // exit within a minute, fails the test.
 func (p *Proc) Stop() {
@@ -270,6 +246,8 @@ func (p *Proc) stop(grace time.Duration) {
 	p.t.Helper()
 	fmt.Fprintf(p.logFile, "=== testbroker: SIGTERM pid %d\n", p.cmd.Process.Pid)
 	p.cmd.Process.Signal(syscall.SIGTERM)
+	// A paused process (Pause) handles SIGTERM only once it runs again.
+	p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.exited:
 		if p.waitErr != nil {
@@ -311,6 +289,48 @@ func StartAll(procs ...*Proc) {
 		p.waitReady()
 	}
 }
+
+// Pause freezes the process with SIGSTOP, as a hung machine or a very
+// long stall would: the kernel still accepts connections, nothing answers,
+// and its etcd lease runs out. It returns once the process is stopped
+// (SIGSTOP takes effect asynchronously).
+func (p *Proc) Pause() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+	pid := p.cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // no /proc: the caller sees whatever happens
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Resume undoes Pause (SIGCONT).
+func (p *Proc) Resume() {
+	p.t.Helper()
+	p.signal(syscall.SIGCONT)
+}
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if !p.running() {
+		p.t.Fatalf("testbroker: %v: broker is not running (exit: %v)", sig, p.waitErr)
+	}
+	fmt.Fprintf(p.logFile, "=== testbroker: %v pid %d\n", sig, p.cmd.Process.Pid)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("testbroker: %v: %v", sig, err)
+	}
+}
+
+// LogPath is the file the process's output goes to, across restarts.
+func (p *Proc) LogPath() string { return p.logPath }
 
 // Exited reports whether the process has exited and, if so, how.
 func (p *Proc) Exited() (bool, error) {

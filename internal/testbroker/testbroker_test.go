@@ -65,3 +65,26 @@ func TestBuildBinaryOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestProcessPauseResumeMemory(t *testing.T) {
+	p := StartProcess(t, BuildBinary(t))
+	CreateTopic(t, p.Addr(), "t", 1, nil)
+	m, err := ReadMemory(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS <= 0 || m.HWM < m.RSS || m.Anon <= 0 || m.Anon > m.RSS {
+		t.Fatalf("implausible memory figures %+v", m)
+	}
+	p.Pause()
+	cl := NewClient(t, p.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("while paused")}).FirstErr()
+	cancel()
+	if err == nil {
+		t.Fatal("a paused broker acknowledged a produce")
+	}
+	p.Resume()
+	produceOne(t, p.Addr(), "t", "after resume")
+	p.Pause() // Cleanup's SIGTERM must still stop a paused broker
+}
