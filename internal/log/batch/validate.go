@@ -102,7 +102,7 @@ func Validate(ctx context.Context, b []byte, lim Limits) (Summary, error) {
 	if len(b) == 0 {
 		return s, fmt.Errorf("%w: empty record set", ErrCorrupt)
 	}
-	var rerrs RecordErrors
+	var rerrs *RecordErrors // allocated for the first refused record only
 	for len(b) > 0 {
 		n, recs, err := validateOne(ctx, b, &lim, &rerrs)
 		if err != nil {
@@ -115,13 +115,13 @@ func Validate(ctx context.Context, b []byte, lim Limits) (Summary, error) {
 		s.Records += recs
 		b = b[n:]
 	}
-	if len(rerrs.Records) > 0 {
-		return s, &rerrs
+	if rerrs != nil {
+		return s, rerrs
 	}
 	return s, nil
 }
 
-func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs *RecordErrors) (int, int64, error) {
+func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordErrors) (int, int64, error) {
 	if len(b) < HeaderSize {
 		if len(b) > OffMagic {
 			if m := int8(b[OffMagic]); m == 0 || m == 1 {
@@ -212,7 +212,15 @@ type walker struct {
 	lim        *Limits
 	firstTS    int64
 	checkTimes bool
-	errs       *RecordErrors
+	errs       **RecordErrors
+}
+
+// refuse records a refused record, allocating the errors on the first.
+func (w *walker) refuse(kind error, i int32, msg string) {
+	if *w.errs == nil {
+		*w.errs = &RecordErrors{}
+	}
+	(*w.errs).add(kind, i, msg)
 }
 
 // record applies the per-record checks to a record that framed correctly.
@@ -222,12 +230,12 @@ func (w *walker) record(i int32, tsDelta int64, keyNull bool) {
 		if w.lim.Partition != nil {
 			name = w.lim.Partition()
 		}
-		w.errs.add(ErrInvalidRecord, i, "Compacted topic cannot accept message without key in topic partition "+name+".")
+		w.refuse(ErrInvalidRecord, i, "Compacted topic cannot accept message without key in topic partition "+name+".")
 		return
 	}
 	if w.checkTimes {
 		if err := checkTS(w.firstTS+tsDelta, w.lim); err != nil {
-			w.errs.add(ErrInvalidTimestamp, i, fmt.Sprintf("Timestamp of the record with offset delta %d: %v", i, err))
+			w.refuse(ErrInvalidTimestamp, i, fmt.Sprintf("Timestamp of the record with offset delta %d: %v", i, err))
 		}
 	}
 }
