@@ -36,5 +36,8 @@
 // DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
 // txn.go (markers, LSO, aborted index, ReadCommitted),
-// metastate.go (meta keys and records), metrics.go.
+// metastate.go (meta keys and records), metrics.go. Cluster mode:
+// shared.go (acquire, release, take-over, topic watch), sharedflush.go
+// (group commits to registered objects), sharedsnap.go (producer
+// snapshots), sharedroll.go and sharedgc.go.
 package log
