@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -164,19 +165,26 @@ func (pr *probe) waitServed(t *testing.T, from time.Time, what string) time.Dura
 	return d
 }
 
+// ackTimes returns, per partition, the acknowledgement times in order.
+func (pr *probe) ackTimes() [][]time.Time {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	out := make([][]time.Time, pr.partitions)
+	for p := range out {
+		for _, a := range pr.acks[int32(p)] {
+			out[p] = append(out[p], a.acked)
+		}
+		slices.SortFunc(out[p], func(a, b time.Time) int { return a.Compare(b) })
+	}
+	return out
+}
+
 // stalls returns, per partition, the longest time without an
 // acknowledgement within [from, to], counting from the last one before
 // from: how long produce to it stalled.
 func (pr *probe) stalls(from, to time.Time) []time.Duration {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
 	var out []time.Duration
-	for p := int32(0); p < pr.partitions; p++ {
-		var times []time.Time
-		for _, a := range pr.acks[p] {
-			times = append(times, a.acked)
-		}
-		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for _, times := range pr.ackTimes() {
 		var worst time.Duration
 		prev := time.Time{}
 		for _, at := range times {
@@ -467,26 +475,11 @@ func TestClusterRecoveryFullRestart(t *testing.T) {
 	t.Logf("load average at end: %s", loadAvg())
 }
 
-func mapValues[K comparable, V any](m map[K]V) []V {
-	var out []V
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
-}
-
 // stallsFrom is stalls counting only gaps that began at or after from:
 // what happened to produce once from had passed.
 func (pr *probe) stallsFrom(from, to time.Time) []time.Duration {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
 	var out []time.Duration
-	for p := int32(0); p < pr.partitions; p++ {
-		var times []time.Time
-		for _, a := range pr.acks[p] {
-			times = append(times, a.acked)
-		}
-		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for _, times := range pr.ackTimes() {
 		var worst time.Duration
 		for i := 1; i < len(times); i++ {
 			if !times[i-1].Before(from) && !times[i-1].After(to) {
@@ -525,7 +518,7 @@ func TestClusterRecoveryBrokerPause(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 					ls, err := leadersFrom(ctx, rc.cl, other, "probe", recoveryPartitions)
 					cancel()
-					if moved == 0 && err == nil && !slices.Contains(mapValues(ls), id) {
+					if moved == 0 && err == nil && !slices.Contains(slices.Collect(maps.Values(ls)), id) {
 						moved = time.Since(paused)
 					}
 					time.Sleep(20 * time.Millisecond)
