@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,8 +73,9 @@ type Cluster struct {
 	etcd    *etcdtest.Server
 	s3      *s3test.Server
 	brokers []*testbroker.Proc
-	admin   []string // admin HTTP address of each broker
-	sasl    []string // SASL_PLAINTEXT address of each broker (Options.SASLUsers)
+	admin   []string        // admin HTTP address of each broker
+	sasl    []string        // SASL_PLAINTEXT address of each broker (Options.SASLUsers)
+	used    map[string]bool // every address handed to a broker
 }
 
 // Start starts etcd, the S3 server (bucket created) and opts.Brokers
@@ -208,7 +210,7 @@ func (c *Cluster) newBroker() int {
 	// in a real deployment (the flag overrides testbroker's :0).
 	// Picked together: a port picked and released alone can be handed
 	// out again by the next pick.
-	addrs := freeAddrs(c.t, 3)
+	addrs := c.freeAddrs(3)
 	admin, listen := addrs[0], addrs[1]
 	args := brokerArgs(i, listen, admin, c.etcd.Endpoint(), c.s3.Config(Bucket), c.opts)
 	saslAddr := ""
@@ -281,6 +283,27 @@ func brokerArgs(i int, listen, admin, etcdEndpoint string, s3c s3.Config, opts O
 // freeAddrs picks n distinct free 127.0.0.1 ports, holding each until all
 // are picked. Another process could take one before the broker listens
 // on it; on a test machine that does not happen in practice.
+// freeAddrs picks n ports no broker of c was given: a port picked and
+// released can be handed out again by the next pick, and brokers created
+// before any starts (Options.Together) would then collide.
+func (c *Cluster) freeAddrs(n int) []string {
+	c.t.Helper()
+	if c.used == nil {
+		c.used = map[string]bool{}
+	}
+	for range 100 {
+		addrs := freeAddrs(c.t, n)
+		if !slices.ContainsFunc(addrs, func(a string) bool { return c.used[a] }) {
+			for _, a := range addrs {
+				c.used[a] = true
+			}
+			return addrs
+		}
+	}
+	c.t.Fatalf("testcluster: no %d fresh ports in 100 tries", n)
+	return nil
+}
+
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	out := make([]string, 0, n)
