@@ -218,7 +218,7 @@ func (p *Partition) compact(ctx context.Context) error {
 		}
 		k++
 	}
-	p.tail = append(p.tail[:0:0], p.tail[k:]...)
+	p.dropTail(k)
 	p.mu.Unlock()
 	e.tailBytes.Add(-freed)
 	e.releaseExtents(dead)

@@ -267,6 +267,7 @@ type Engine struct {
 	// prodDirty: partitions whose rolled producer state changed since it
 	// was last persisted. Owned by the roller goroutine.
 	prodDirty map[*Partition]struct{}
+	psnap     prodSnapLog // single node: the producer state deltas in meta
 
 	seqMu    sync.Mutex
 	objNext  int64

@@ -494,7 +494,7 @@ func (p *Partition) Led() bool {
 
 // markRolled records that the partition's data up to last is now in extents
 // exts (already registered in meta), and trims the in-memory tail.
-func (p *Partition) markRolled(exts []*extent, last int64) {
+func (p *Partition) markRolled(exts []*extent, last int64, budget int64) {
 	p.mu.Lock()
 	if p.deleted {
 		p.mu.Unlock()
@@ -519,15 +519,15 @@ func (p *Partition) markRolled(exts []*extent, last int64) {
 		}
 		p.tail[i].rolled = true
 	}
-	p.trimTailLocked()
+	p.trimTailLocked(budget)
 	p.mu.Unlock()
 	p.e.releaseExtents(dead)
 }
 
-// trimTailLocked drops rolled tail batches beyond the per-partition budget
-// (and all of them when the engine-wide budget is exhausted), and copies the
-// kept ones out of WAL buffers so those buffers can be freed.
-func (p *Partition) trimTailLocked() {
+// trimTailLocked drops rolled tail batches beyond budget bytes (and all of
+// them when the engine-wide budget is exhausted), and copies the kept ones
+// out of WAL buffers so those buffers can be freed.
+func (p *Partition) trimTailLocked(budget int64) {
 	e := p.e
 	n := 0
 	for n < len(p.tail) && p.tail[n].rolled {
@@ -536,7 +536,6 @@ func (p *Partition) trimTailLocked() {
 	if n == 0 {
 		return
 	}
-	budget := e.cfg.TailBytesPerPartition
 	if e.tailBytes.Load() > e.cfg.TailBytesTotal {
 		budget = 0
 	}
@@ -568,5 +567,28 @@ func (p *Partition) trimTailLocked() {
 		}
 	}
 	e.tailBytes.Add(int64(need) - freed)
-	p.tail = append(p.tail[:0:0], p.tail[keepFrom:]...)
+	p.dropTail(keepFrom)
+}
+
+// tailReuse is the largest tail array dropTail keeps for reuse when it
+// empties the tail: enough for a partition's batches between two rolls
+// when many partitions share the WAL, small enough that 100,000 of them
+// cost little.
+const tailReuse = 32
+
+// dropTail removes the first k tail batches. p.mu held: readers look at
+// the tail only under it, so the array is reused in place rather than
+// regrown batch by batch after every roll.
+func (p *Partition) dropTail(k int) {
+	if k == 0 {
+		return
+	}
+	rest := len(p.tail) - k
+	if rest == 0 && cap(p.tail) > tailReuse || rest > 0 && cap(p.tail) > 4*max(rest, tailReuse) {
+		p.tail = append([]tailBatch(nil), p.tail[k:]...)
+		return
+	}
+	copy(p.tail, p.tail[k:])
+	clear(p.tail[rest:])
+	p.tail = p.tail[:rest]
 }

@@ -6,11 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
-	"github.com/sluice-mq/sluice/internal/meta"
 )
 
 // Idempotent producer state, per partition, with Kafka's semantics
@@ -98,8 +98,79 @@ func (pe *producerEntry) add(epoch int16, b producerBatch) {
 	}
 }
 
-// producers is one partition's producer state, by producer id.
-type producers map[int64]*producerEntry
+// producers is one partition's producer state, by producer id. Almost
+// every partition has one producer, so that one is held inline and a map is
+// made only for a second: with 100,000 partitions each append then touches
+// the entry alone, not a map's header, groups and slots, which is what
+// dominated appends spread over many partitions. The zero value is empty;
+// a producers value is owned by one place (copy it with clone).
+type producers struct {
+	id  int64          // one's producer id
+	one *producerEntry // the only producer, when m is nil
+	m   map[int64]*producerEntry
+}
+
+// get returns id's entry, or nil.
+func (ps *producers) get(id int64) *producerEntry {
+	if ps.m != nil {
+		return ps.m[id]
+	}
+	if ps.one != nil && ps.id == id {
+		return ps.one
+	}
+	return nil
+}
+
+// put adds or replaces id's entry.
+func (ps *producers) put(id int64, pe *producerEntry) {
+	switch {
+	case ps.m != nil:
+		ps.m[id] = pe
+	case ps.one == nil || ps.id == id:
+		ps.id, ps.one = id, pe
+	default:
+		ps.m = map[int64]*producerEntry{ps.id: ps.one, id: pe}
+		ps.id, ps.one = 0, nil
+	}
+}
+
+// remove drops id's entry.
+func (ps *producers) remove(id int64) {
+	switch {
+	case ps.m != nil:
+		delete(ps.m, id)
+	case ps.one != nil && ps.id == id:
+		ps.id, ps.one = 0, nil
+	}
+}
+
+// len is the number of producers held.
+func (ps *producers) len() int {
+	switch {
+	case ps.m != nil:
+		return len(ps.m)
+	case ps.one != nil:
+		return 1
+	}
+	return 0
+}
+
+// all yields every producer; the loop body may remove the one it is given.
+func (ps *producers) all() iter.Seq2[int64, *producerEntry] {
+	return func(yield func(int64, *producerEntry) bool) {
+		if ps.m == nil {
+			if ps.one != nil {
+				yield(ps.id, ps.one)
+			}
+			return
+		}
+		for id, pe := range ps.m {
+			if !yield(id, pe) {
+				return
+			}
+		}
+	}
+}
 
 // producerAppend holds the producer fields of a batch being appended.
 type producerAppend struct {
@@ -115,8 +186,8 @@ func readProducerAppend(b []byte) producerAppend {
 
 // check applies Kafka's client-append checks. It returns the original batch
 // if a is a duplicate of one of the producer's recent batches.
-func (ps producers) check(a *producerAppend) (*producerBatch, error) {
-	pe := ps[a.id]
+func (ps *producers) check(a *producerAppend) (*producerBatch, error) {
+	pe := ps.get(a.id)
 	if pe == nil {
 		return nil, nil
 	}
@@ -151,13 +222,10 @@ func (ps producers) check(a *producerAppend) (*producerBatch, error) {
 // record adds an appended batch to the state; it allocates only for a
 // producer id the partition has not seen.
 func (ps *producers) record(a *producerAppend, b producerBatch) {
-	pe := (*ps)[a.id]
+	pe := ps.get(a.id)
 	if pe == nil {
-		if *ps == nil {
-			*ps = producers{}
-		}
 		pe = &producerEntry{epoch: a.epoch}
-		(*ps)[a.id] = pe
+		ps.put(a.id, pe)
 	}
 	pe.add(a.epoch, b)
 }
@@ -166,13 +234,10 @@ func (ps *producers) record(a *producerAppend, b producerBatch) {
 // appendEndTxnMarker, a newer epoch replaces the entry's epoch and forgets
 // its batches.
 func (ps *producers) marker(pid int64, epoch int16, ts int64) {
-	pe := (*ps)[pid]
+	pe := ps.get(pid)
 	if pe == nil {
-		if *ps == nil {
-			*ps = producers{}
-		}
 		pe = &producerEntry{epoch: epoch}
-		(*ps)[pid] = pe
+		ps.put(pid, pe)
 	}
 	if epoch > pe.epoch {
 		pe.epoch, pe.n, pe.next = epoch, 0, 0
@@ -198,22 +263,29 @@ func (ps *producers) fold(bt []byte) {
 
 // expire drops producers whose newest batch is older than cutoff (ms), as
 // Kafka's removeExpiredProducers does: now - lastTimestamp >= expiration.
-func (ps producers) expire(cutoff int64) {
-	for id, pe := range ps {
+func (ps *producers) expire(cutoff int64) {
+	for id, pe := range ps.all() {
 		if pe.lastTS() <= cutoff {
-			delete(ps, id)
+			ps.remove(id)
+		}
+	}
+	if ps.m != nil && len(ps.m) <= 1 {
+		m := ps.m
+		ps.m = nil
+		for id, pe := range m {
+			ps.put(id, pe)
 		}
 	}
 }
 
-func (ps producers) clone() producers {
-	if len(ps) == 0 {
-		return nil
+func (ps *producers) clone() producers {
+	var out producers
+	if ps.m != nil {
+		out.m = make(map[int64]*producerEntry, len(ps.m))
 	}
-	out := make(producers, len(ps))
-	for id, pe := range ps {
+	for id, pe := range ps.all() {
 		c := *pe
-		out[id] = &c
+		out.put(id, &c)
 	}
 	return out
 }
@@ -268,7 +340,7 @@ func (p *Partition) duplicate(ctx context.Context, d producerBatch, durable bool
 // expireProducers drops expired producers from the appended state.
 func (p *Partition) expireProducers(cutoff int64) {
 	p.mu.Lock()
-	if len(p.producers) > 0 {
+	if p.producers.len() > 0 {
 		p.producers.expire(cutoff)
 	}
 	p.mu.Unlock()
@@ -299,52 +371,6 @@ func (e *Engine) foldRolled(p *Partition, bt []byte) {
 	e.prodDirty[p] = struct{}{}
 }
 
-// persistProducers writes the rolled producer state of every partition the
-// roll changed. It runs before the roll's registration Txn: a snapshot that
-// lands without the rolled marker is harmless, because replay skips
-// batches below the snapshot's upTo.
-func (e *Engine) persistProducers(ctx context.Context) error {
-	if len(e.prodDirty) == 0 {
-		return nil
-	}
-	cutoff := e.producerCutoff()
-	ops := make([]meta.Op, 0, min(len(e.prodDirty), meta.MaxTxnOps))
-	var done []*Partition
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		if err := e.md.Txn(ctx, nil, ops...); err != nil {
-			return fmt.Errorf("persist producer state: %w", err)
-		}
-		for _, p := range done {
-			delete(e.prodDirty, p)
-		}
-		ops, done = ops[:0], done[:0]
-		return nil
-	}
-	for p := range e.prodDirty {
-		p.mu.RLock()
-		deleted := p.deleted
-		p.mu.RUnlock()
-		if deleted {
-			delete(e.prodDirty, p)
-			continue
-		}
-		c := p.c()
-		c.rolledProducers.expire(cutoff)
-		c.rolledTxns.truncate(p.logStart.Load())
-		ops = append(ops, meta.Put(producersKey(p.t.id, p.id), encodeProducers(c.rolledUpTo, c.rolledProducers, &c.rolledTxns)))
-		done = append(done, p)
-		if len(ops) == meta.MaxTxnOps {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
-}
-
 // Snapshot encoding (docs/formats.md); version 1 (no transactions) is still
 // read:
 //
@@ -359,21 +385,26 @@ const (
 	snapshotVersion   = 2
 )
 
-func encodeProducers(upTo int64, ps producers, ts *txnState) []byte {
+func encodeProducers(upTo int64, ps *producers, ts *txnState) []byte {
+	return appendProducers(nil, upTo, ps, ts)
+}
+
+// appendProducers appends encodeProducers' encoding to b.
+func appendProducers(b []byte, upTo int64, ps *producers, ts *txnState) []byte {
 	head := producerHeadSize + 8
 	keep := producerBatchesKept
-	if 13+len(ps)*(head+keep*producerBatchSize) > producerSnapshotMax {
+	if 13+ps.len()*(head+keep*producerBatchSize) > producerSnapshotMax {
 		keep = 1
 	}
 	aborted := ts.aborted
 	if len(aborted) > maxAbortedSnapshot {
 		aborted = aborted[len(aborted)-maxAbortedSnapshot:]
 	}
-	b := make([]byte, 0, 21+len(ps)*(head+keep*producerBatchSize)+16*len(ts.ongoing)+24*len(aborted))
+	b = slices.Grow(b, 21+ps.len()*(head+keep*producerBatchSize)+16*len(ts.ongoing)+24*len(aborted))
 	b = append(b, snapshotVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(upTo))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(ps)))
-	for id, pe := range ps {
+	b = binary.BigEndian.AppendUint32(b, uint32(ps.len()))
+	for id, pe := range ps.all() {
 		n := min(pe.n, keep)
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(pe.epoch))
@@ -407,7 +438,7 @@ var errBadProducerSnapshot = errors.New("log: malformed producer state snapshot"
 func decodeProducers(b []byte) (int64, producers, txnState, error) {
 	var ts txnState
 	if len(b) < 13 || b[0] != 1 && b[0] != snapshotVersion {
-		return 0, nil, ts, errBadProducerSnapshot
+		return 0, producers{}, ts, errBadProducerSnapshot
 	}
 	v := b[0]
 	head := producerHeadSize
@@ -418,15 +449,15 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 	count := int(binary.BigEndian.Uint32(b[9:]))
 	b = b[13:]
 	if count > len(b)/head {
-		return 0, nil, ts, errBadProducerSnapshot
+		return 0, producers{}, ts, errBadProducerSnapshot
 	}
 	var ps producers
-	if count > 0 {
-		ps = make(producers, count)
+	if count > 1 {
+		ps.m = make(map[int64]*producerEntry, count)
 	}
 	for range count {
 		if len(b) < head {
-			return 0, nil, ts, errBadProducerSnapshot
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
 		pe := &producerEntry{epoch: int16(binary.BigEndian.Uint16(b[8:]))}
@@ -435,8 +466,8 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 		}
 		n := int(b[head-1])
 		b = b[head:]
-		if n == 0 && v < 2 || n > producerBatchesKept || len(b) < n*producerBatchSize || ps[id] != nil {
-			return 0, nil, ts, errBadProducerSnapshot
+		if n == 0 && v < 2 || n > producerBatchesKept || len(b) < n*producerBatchSize || ps.get(id) != nil {
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		for range n {
 			pe.add(pe.epoch, producerBatch{
@@ -445,16 +476,16 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 				ts: int64(binary.BigEndian.Uint64(b[24:]))})
 			b = b[producerBatchSize:]
 		}
-		ps[id] = pe
+		ps.put(id, pe)
 	}
 	if v >= 2 {
 		if len(b) < 4 {
-			return 0, nil, ts, errBadProducerSnapshot
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		n := int(binary.BigEndian.Uint32(b))
 		b = b[4:]
 		if n > len(b)/16 {
-			return 0, nil, ts, errBadProducerSnapshot
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		if n > 0 {
 			ts.ongoing = make(map[int64]int64, n)
@@ -464,12 +495,12 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 			b = b[16:]
 		}
 		if len(b) < 4 {
-			return 0, nil, ts, errBadProducerSnapshot
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		n = int(binary.BigEndian.Uint32(b))
 		b = b[4:]
 		if n != len(b)/24 || len(b)%24 != 0 {
-			return 0, nil, ts, errBadProducerSnapshot
+			return 0, producers{}, ts, errBadProducerSnapshot
 		}
 		ts.aborted = make([]abortedTxn, n)
 		for i := range n {
@@ -479,7 +510,7 @@ func decodeProducers(b []byte) (int64, producers, txnState, error) {
 		}
 	}
 	if len(b) != 0 {
-		return 0, nil, ts, errBadProducerSnapshot
+		return 0, producers{}, ts, errBadProducerSnapshot
 	}
 	return upTo, ps, ts, nil
 }
@@ -501,8 +532,8 @@ type ProducerInfo struct {
 func (p *Partition) Producers() []ProducerInfo {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	out := make([]ProducerInfo, 0, len(p.producers))
-	for pid, pe := range p.producers {
+	out := make([]ProducerInfo, 0, p.producers.len())
+	for pid, pe := range p.producers.all() {
 		pi := ProducerInfo{ProducerID: pid, Epoch: pe.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1}
 		if pe.n > 0 {
 			pi.LastSequence = pe.newest().lastSeq

@@ -108,8 +108,8 @@ func checkProducerInvariants(t *testing.T, p *Partition) {
 	t.Helper()
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	for name, ps := range map[string]producers{"appended": p.producers} {
-		for id, pe := range ps {
+	for name, ps := range map[string]*producers{"appended": &p.producers} {
+		for id, pe := range ps.all() {
 			for i := 1; i < pe.n; i++ {
 				if pe.nth(i).base <= pe.nth(i-1).last {
 					t.Fatalf("%s state of producer %d: batch %d %+v after %+v", name, id, i, *pe.nth(i), *pe.nth(i - 1))
@@ -326,12 +326,12 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 			ps.record(&a, producerBatch{firstSeq: int32(i), lastSeq: int32(i), base: int64(i), last: int64(i), ts: 100 + int64(i)})
 		}
 	}
-	upTo, got, _, err := decodeProducers(encodeProducers(42, ps, &txnState{}))
-	if err != nil || upTo != 42 || len(got) != 3 {
-		t.Fatalf("decode: %d, %d producers, %v", upTo, len(got), err)
+	upTo, got, _, err := decodeProducers(encodeProducers(42, &ps, &txnState{}))
+	if err != nil || upTo != 42 || got.len() != 3 {
+		t.Fatalf("decode: %d, %d producers, %v", upTo, got.len(), err)
 	}
-	for id, pe := range ps {
-		ge := got[id]
+	for id, pe := range ps.all() {
+		ge := got.get(id)
 		if ge == nil || ge.epoch != pe.epoch || ge.n != pe.n || *ge.newest() != *pe.newest() {
 			t.Fatalf("producer %d: %+v != %+v", id, ge, pe)
 		}
@@ -341,7 +341,7 @@ func TestProducerSnapshotEncoding(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range [][]byte{nil, {2}, encodeProducers(1, ps, &txnState{})[:20]} {
+	for _, bad := range [][]byte{nil, {2}, encodeProducers(1, &ps, &txnState{})[:20]} {
 		if _, _, _, err := decodeProducers(bad); err == nil {
 			t.Errorf("decoded %x", bad)
 		}
@@ -375,10 +375,9 @@ func TestProducerSnapshotAheadOfMarker(t *testing.T) {
 	inner := v.md
 	v.md = markerFailingMeta{inner}
 	e = v.open() // replays the WAL and rolls it, up to the marker Txn
-	key := producersKey(p.t.id, 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := inner.Get(bg, key); err == nil {
+		if kvs, err := inner.List(bg, keyPSnap); err == nil && len(kvs) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -398,4 +397,50 @@ func TestProducerSnapshotAheadOfMarker(t *testing.T) {
 	runSteps(t, p, producerAfter, ts)
 	runSteps(t, p, producerFinal, ts)
 	checkSeq(t, readAll(t, p, 1<<20), 27, "p")
+}
+
+// TestProducersInlineAndMap: the state holds one producer inline and moves
+// to a map for a second, and back when expiry leaves one, without losing
+// or mixing up entries.
+func TestProducersInlineAndMap(t *testing.T) {
+	var ps producers
+	add := func(id, ts int64) {
+		a := producerAppend{id: id, epoch: 1}
+		ps.record(&a, producerBatch{base: ts, last: ts, ts: ts})
+	}
+	if ps.len() != 0 || ps.get(1) != nil {
+		t.Fatal("zero value not empty")
+	}
+	add(1, 10)
+	if ps.len() != 1 || ps.m != nil || ps.get(1) == nil || ps.get(2) != nil {
+		t.Fatalf("one producer: %+v", ps)
+	}
+	add(2, 20)
+	add(3, 30)
+	if ps.len() != 3 || ps.m == nil || ps.get(1).newest().ts != 10 || ps.get(3).newest().ts != 30 {
+		t.Fatalf("three producers: %+v", ps)
+	}
+	c := ps.clone()
+	ps.expire(25) // drops 1 and 2
+	if ps.len() != 1 || ps.m != nil || ps.get(3) == nil || ps.get(1) != nil {
+		t.Fatalf("after expiry: %+v", ps)
+	}
+	if c.len() != 3 || c.get(1) == nil {
+		t.Fatalf("clone shares state with the original: %+v", c)
+	}
+	c.get(2).epoch = 9
+	if ps.get(2) != nil || c.get(2).epoch != 9 {
+		t.Fatal("clone entries are not copies")
+	}
+	ps.remove(3)
+	if ps.len() != 0 {
+		t.Fatalf("after remove: %+v", ps)
+	}
+	n := 0
+	for range ps.all() {
+		n++
+	}
+	if n != 0 {
+		t.Fatal("all yields from an empty state")
+	}
 }

@@ -63,7 +63,8 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 		p.logStart.Store(ls)
 	}
 
-	// Producer state snapshots: the state as of the rolled segments.
+	// Producer state snapshots: the state as of the rolled segments. Keys
+	// per partition are cluster mode's, and a single node's before deltas.
 	if kvs, err = e.md.List(ctx, keyProducers); err != nil {
 		return 0, storageErr("list producer state", err)
 	}
@@ -87,6 +88,13 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 		c.rolledProducers, c.rolledUpTo = ps, upTo
 		p.producers = ps.clone()
 		c.rolledTxns, c.txns = ts, ts.clone()
+		e.psnap.legacy = true
+	}
+	// Single node: the deltas (prodsnap.go), newer than any such key.
+	if !e.shared() {
+		if err := e.loadProducerDeltas(ctx, cutoff); err != nil {
+			return 0, err
+		}
 	}
 
 	var marker uint64

@@ -235,9 +235,7 @@ func (p *Partition) setLogStart(ctx context.Context, ls int64) (int64, error) {
 		}
 		k++
 	}
-	if k > 0 {
-		p.tail = append(p.tail[:0:0], p.tail[k:]...)
-	}
+	p.dropTail(k)
 	p.mu.Unlock()
 	p.e.tailBytes.Add(-freed)
 	p.e.releaseExtents(dead)

@@ -215,7 +215,7 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 		objs = append(objs, built{key: key, rec: objectRecord{Gen: gen, WALSeq: seq, Size: int64(len(body)), Extents: exts}, runs: g})
 	}
 
-	if err := e.persistProducers(ctx); err != nil {
+	if err := e.persistProducers(ctx, seq); err != nil {
 		return err
 	}
 	// Register. The marker goes in the last Txn: objects of a segment whose
@@ -236,6 +236,7 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 		return fmt.Errorf("register objects: %w", err)
 	}
 
+	budget := e.rolledTailBudget(len(runs))
 	for i := range objs {
 		o := &object{key: objs[i].key, gen: objs[i].rec.Gen, walSeq: seq, size: objs[i].rec.Size}
 		exts := make([]*extent, len(objs[i].rec.Extents))
@@ -244,7 +245,7 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 		}
 		e.addObject(o, len(exts))
 		for j, r := range objs[i].runs {
-			r.p.markRolled(exts[j:j+1], r.last)
+			r.p.markRolled(exts[j:j+1], r.last, budget)
 		}
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
@@ -289,9 +290,12 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	}
 	exts, idx, end, truncated := e.planAdoption(data)
 	syscall.Munmap(data)
-	if exts == nil || len(exts) > maxExtentsPerObject {
-		return false, nil // nothing live, or too many partitions for one record
+	if exts == nil {
+		return false, nil // nothing live
 	}
+	// However many partitions the segment holds, its one record lists
+	// them all: only a single node adopts, and its meta store (embedded)
+	// has no request limit, unlike etcd's that maxExtentsPerObject is for.
 	if truncated > 0 {
 		e.log.Warn("WAL segment has an invalid tail at roll time; adopting its valid prefix",
 			"segment", seq, "bytes", truncated)
@@ -315,7 +319,7 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 		return false, fmt.Errorf("adopt WAL segment %d as %s: %w", seq, key, err)
 	}
 	e.m.objectBytes.Add(float64(len(footer))) // the data itself was counted by the WAL
-	if err := e.persistProducers(ctx); err != nil {
+	if err := e.persistProducers(ctx, seq); err != nil {
 		return false, err
 	}
 	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, Extents: exts, WAL: true}
@@ -329,13 +333,14 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 		xs[j] = &extent{Extent: exts[j], obj: o}
 	}
 	e.addObject(o, len(xs))
+	budget := e.rolledTailBudget(len(xs))
 	for j, x := range xs {
 		p := e.partitionByID(x.TopicID, x.Partition)
 		if p == nil {
 			e.releaseExtents(xs[j : j+1])
 			continue
 		}
-		p.markRolled(xs[j:j+1], x.Last)
+		p.markRolled(xs[j:j+1], x.Last, budget)
 	}
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		e.log.Warn("removing adopted WAL segment name", "segment", seq, "err", err)
@@ -407,6 +412,26 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 	}
 	return sx, si, int64(len(s.Data)), s.Truncated
 }
+
+// rolledTailBudget is how much rolled data each of the parts partitions of
+// a roll keeps in memory for reads: TailBytesPerPartition, unless the
+// engine-wide TailBytesTotal shared among them leaves less than
+// minRolledTail each. Then none is kept: copying every small partition's
+// few batches out of the WAL buffers cost as much as the roll, and a local
+// object serves those reads as well.
+func (e *Engine) rolledTailBudget(parts int) int64 {
+	b := e.cfg.TailBytesPerPartition
+	if parts > 0 {
+		b = min(b, e.cfg.TailBytesTotal/int64(parts))
+	}
+	if b < minRolledTail {
+		return 0
+	}
+	return b
+}
+
+// minRolledTail: see rolledTailBudget.
+const minRolledTail = 64 << 10
 
 func (e *Engine) addObject(o *object, live int) {
 	e.objMu.Lock()

@@ -505,7 +505,7 @@ func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int
 	for _, j := range kept {
 		r := o.runs[j]
 		x := &extent{Extent: o.exts[j], obj: obj}
-		r.p.markRolled([]*extent{x}, r.last)
+		r.p.markRolled([]*extent{x}, r.last, e.cfg.TailBytesPerPartition)
 		r.p.advanceHW(r.last + 1)
 	}
 }

@@ -135,7 +135,7 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 	}
 	c.rolledProducers.expire(e.producerCutoff())
 	c.rolledTxns.truncate(p.logStart.Load())
-	return prodSnap{p: p, cmps: cmps, val: encodeProducers(c.rolledUpTo, c.rolledProducers, &c.rolledTxns)}, true
+	return prodSnap{p: p, cmps: cmps, val: encodeProducers(c.rolledUpTo, &c.rolledProducers, &c.rolledTxns)}, true
 }
 
 // writeSnapshots writes snaps in one Txn under all their compares. When a

@@ -61,6 +61,9 @@ type txnState struct {
 	aborted []abortedTxn    // in marker offset order
 }
 
+// empty: no open transaction and no aborted one in the index.
+func (ts *txnState) empty() bool { return len(ts.ongoing) == 0 && len(ts.aborted) == 0 }
+
 func (ts *txnState) begin(pid, off int64) {
 	if _, ok := ts.ongoing[pid]; ok {
 		return
@@ -240,7 +243,7 @@ func (p *Partition) AppendControl(ctx context.Context, producerID int64, epoch i
 		p.mu.Unlock()
 		return 0, err
 	}
-	if pe := p.producers[producerID]; pe != nil && epoch < pe.epoch {
+	if pe := p.producers.get(producerID); pe != nil && epoch < pe.epoch {
 		p.mu.Unlock()
 		return 0, fmt.Errorf("%w: marker of producer %d epoch %d is older than the current epoch %d (%s-%d)",
 			ErrInvalidProducerEpoch, producerID, epoch, pe.epoch, p.t.name, p.id)
@@ -316,7 +319,7 @@ func (p *Partition) OngoingTransactions() []OngoingTxn {
 	out := make([]OngoingTxn, 0, len(ongoing))
 	for pid, first := range ongoing {
 		o := OngoingTxn{ProducerID: pid, ProducerEpoch: -1, FirstOffset: first}
-		if pe := p.producers[pid]; pe != nil {
+		if pe := p.producers.get(pid); pe != nil {
 			o.ProducerEpoch = pe.epoch
 		}
 		out = append(out, o)

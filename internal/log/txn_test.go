@@ -347,18 +347,18 @@ func TestProducerSnapshotWithTxns(t *testing.T) {
 	ps.record(&a, producerBatch{base: 0, last: 0, ts: 100})
 	ps.marker(9, 3, 200) // an entry with no batches, only an epoch
 	ts := txnState{ongoing: map[int64]int64{1: 0, 5: 7}, aborted: []abortedTxn{{pid: 4, first: 1, last: 3}}}
-	upTo, got, gts, err := decodeProducers(encodeProducers(8, ps, &ts))
-	if err != nil || upTo != 8 || len(got) != 2 {
+	upTo, got, gts, err := decodeProducers(encodeProducers(8, &ps, &ts))
+	if err != nil || upTo != 8 || got.len() != 2 {
 		t.Fatalf("decode: %d, %v, %v", upTo, got, err)
 	}
-	if pe := got[9]; pe == nil || pe.epoch != 3 || pe.n != 0 || pe.lastTS() != 200 {
-		t.Fatalf("marker-only producer: %+v", got[9])
+	if pe := got.get(9); pe == nil || pe.epoch != 3 || pe.n != 0 || pe.lastTS() != 200 {
+		t.Fatalf("marker-only producer: %+v", got.get(9))
 	}
 	if !reflect.DeepEqual(gts.ongoing, ts.ongoing) || !reflect.DeepEqual(gts.aborted, ts.aborted) {
 		t.Fatalf("txn state %+v, want %+v", gts, ts)
 	}
 	got.expire(150)
-	if got[1] != nil || got[9] == nil {
+	if got.get(1) != nil || got.get(9) == nil {
 		t.Fatalf("expiry by marker timestamp: %v", got)
 	}
 }
@@ -370,8 +370,8 @@ func FuzzDecodeProducers(f *testing.F) {
 	a := producerAppend{id: 1, epoch: 2}
 	ps.record(&a, producerBatch{base: 0, last: 3, ts: 100})
 	ps.marker(9, 3, 200)
-	f.Add(encodeProducers(8, ps, &txnState{ongoing: map[int64]int64{1: 0}, aborted: []abortedTxn{{4, 1, 3}}}))
-	f.Add(encodeProducers(0, nil, &txnState{}))
+	f.Add(encodeProducers(8, &ps, &txnState{ongoing: map[int64]int64{1: 0}, aborted: []abortedTxn{{4, 1, 3}}}))
+	f.Add(encodeProducers(0, &producers{}, &txnState{}))
 	v1 := []byte{1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 1}
 	v1 = append(v1, make([]byte, producerBatchSize)...)
 	f.Add(v1)
@@ -380,8 +380,8 @@ func FuzzDecodeProducers(f *testing.F) {
 		if err != nil {
 			return
 		}
-		upTo2, ps2, ts2, err := decodeProducers(encodeProducers(upTo, ps, &ts))
-		if err != nil || upTo2 != upTo || len(ps2) != len(ps) || len(ts2.ongoing) != len(ts.ongoing) || len(ts2.aborted) != min(len(ts.aborted), maxAbortedSnapshot) {
+		upTo2, ps2, ts2, err := decodeProducers(encodeProducers(upTo, &ps, &ts))
+		if err != nil || upTo2 != upTo || ps2.len() != ps.len() || len(ts2.ongoing) != len(ts.ongoing) || len(ts2.aborted) != min(len(ts.aborted), maxAbortedSnapshot) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
@@ -391,7 +391,7 @@ func TestDecodeProducersV1(t *testing.T) {
 	v1 := []byte{1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 1}
 	v1 = append(v1, make([]byte, producerBatchSize)...)
 	upTo, ps, ts, err := decodeProducers(v1)
-	if err != nil || upTo != 4 || len(ps) != 1 || ps[1].epoch != 2 || ps[1].n != 1 || len(ts.ongoing) != 0 || len(ts.aborted) != 0 {
+	if err != nil || upTo != 4 || ps.len() != 1 || ps.get(1).epoch != 2 || ps.get(1).n != 1 || len(ts.ongoing) != 0 || len(ts.aborted) != 0 {
 		t.Fatalf("v1 snapshot: %d %v %+v %v", upTo, ps, ts, err)
 	}
 }
