@@ -24,6 +24,7 @@ import (
 //	log/seq/object                         next unallocated object sequence (decimal)
 //	log/seq/producer                       next unallocated producer id (decimal)
 //	log/producers/<topic id hex>/<%010d part> producer state snapshot (binary, producer.go)
+//	log/psnap/<seq>/<attempt>/<chunk>       single node: producer state deltas (prodsnap.go)
 const (
 	keyTopics     = "log/topics/"
 	keyPState     = "log/pstate/"
