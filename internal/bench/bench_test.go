@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
 // childEnv makes the test binary the child-process kfake (KfakeCommand):
@@ -92,6 +96,42 @@ func checkReport(t *testing.T, cfg Config, r *Report) {
 			t.Errorf("intended latency %+v below actual %+v", *p.Intended, p.Latency)
 		}
 	}
+	if topics := max(cfg.Topics, 1); r.Topics != topics {
+		t.Errorf("report says %d topics, want %d", r.Topics, topics)
+	}
+	// The server's CPU is known exactly when it runs in a process of its
+	// own whose PID the driver has; the driver's own always (on Linux).
+	wantServer := r.Target == TargetKfakeProcess || (r.Target == TargetBrokers && cfg.ServerPID > 0)
+	if runtime.GOOS != "linux" {
+		wantServer = false
+	}
+	checkCPU(t, "produce", p.CPU, p.Records, wantServer)
+	checkCPU(t, "consume", c.CPU, c.Records, wantServer)
+}
+
+func checkCPU(t *testing.T, phase string, c CPU, records int64, wantServer bool) {
+	t.Helper()
+	if (c.ServerSeconds != nil) != wantServer || (c.ServerMicrosPerRecord != nil) != wantServer {
+		t.Errorf("%s: server CPU %v, %v µs/record; want present = %t", phase, c.ServerSeconds, c.ServerMicrosPerRecord, wantServer)
+	}
+	wantClient := runtime.GOOS == "linux"
+	if (c.ClientSeconds != nil) != wantClient || (c.ClientMicrosPerRecord != nil) != wantClient {
+		t.Errorf("%s: client CPU %v, %v µs/record; want present = %t", phase, c.ClientSeconds, c.ClientMicrosPerRecord, wantClient)
+	}
+	for _, f := range []struct {
+		name      string
+		secs, per *float64
+	}{{"server", c.ServerSeconds, c.ServerMicrosPerRecord}, {"client", c.ClientSeconds, c.ClientMicrosPerRecord}} {
+		if f.secs == nil || f.per == nil {
+			continue
+		}
+		if *f.secs < 0 || *f.per < 0 {
+			t.Errorf("%s: negative %s CPU: %v s, %v µs/record", phase, f.name, *f.secs, *f.per)
+		}
+		if want := *f.secs * 1e6 / float64(records); *f.per < want*0.999-1e-6 || *f.per > want*1.001+1e-6 {
+			t.Errorf("%s: %s CPU %v µs/record, want %v s / %d records = %v", phase, f.name, *f.per, *f.secs, records, want)
+		}
+	}
 }
 
 func checkLatency(t *testing.T, name string, l Latency, n int64) {
@@ -161,6 +201,7 @@ func TestCompare(t *testing.T) {
 	cfg.Brokers = c.ListenAddrs()
 	cfg.Compare = true
 	cfg.Partitions = 2
+	cfg.ServerPID = os.Getpid() // the "brokers" kfake runs in this process
 	res, err := Run(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +232,15 @@ func TestCompare(t *testing.T) {
 		if !strings.Contains(text.String(), "ratio "+x.Of+" ") {
 			t.Errorf("text report lacks ratio %s:\n%s", x.Of, text.String())
 		}
+		// Only the child-process kfake has a server CPU to divide by (and
+		// a phase this short may read as 0 ticks, which leaves it unknown).
+		wantCPU := divKnown(res.Runs[0].Produce.ServerMicrosPerRecord, of.Produce.ServerMicrosPerRecord)
+		if of.Target == TargetKfake && of.Produce.ServerMicrosPerRecord != nil {
+			t.Errorf("in-process kfake has server CPU: %v", *of.Produce.ServerMicrosPerRecord)
+		}
+		if x.ProduceServerCPUPerRecord != wantCPU {
+			t.Errorf("ratio %s: produce server CPU per record %v, want %v", x.Of, x.ProduceServerCPUPerRecord, wantCPU)
+		}
 	}
 	if !strings.Contains(text.String(), "target child-process kfake 127.0.0.1:") {
 		t.Errorf("text report does not name the child-process kfake:\n%s", text.String())
@@ -205,6 +255,42 @@ func TestCompare(t *testing.T) {
 	}
 	if names := topics.Names(); len(names) != 0 {
 		t.Errorf("topics left behind: %v", names)
+	}
+}
+
+// TestServerCPURatio: the server CPU ratio is there only when both runs
+// measured it, and the text report prints it then.
+func TestServerCPURatio(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	run := func(target string, produce, consume *float64) *Report {
+		r := &Report{Target: target}
+		r.Produce.ServerMicrosPerRecord, r.Consume.ServerMicrosPerRecord = produce, consume
+		return r
+	}
+	tests := []struct {
+		name             string
+		a, b             *Report
+		produce, consume float64
+	}{
+		{"both", run(TargetBrokers, f(3), f(1)), run(TargetKfakeProcess, f(1.5), f(2)), 2, 0.5},
+		{"kfake has none", run(TargetBrokers, f(3), f(1)), run(TargetKfake, nil, nil), 0, 0},
+		{"brokers have none", run(TargetBrokers, nil, nil), run(TargetKfakeProcess, f(1), f(1)), 0, 0},
+		{"zero ticks", run(TargetBrokers, f(3), f(1)), run(TargetKfakeProcess, f(0), f(1)), 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newRatio(tt.a, tt.b)
+			if x.ProduceServerCPUPerRecord != tt.produce || x.ConsumeServerCPUPerRecord != tt.consume {
+				t.Errorf("ratio produce %v consume %v, want %v and %v", x.ProduceServerCPUPerRecord, x.ConsumeServerCPUPerRecord, tt.produce, tt.consume)
+			}
+			var text bytes.Buffer
+			if err := (&Result{Ratios: []*Ratio{x}}).WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := strings.Contains(text.String(), "server CPU per record"), tt.produce > 0 || tt.consume > 0; got != want {
+				t.Errorf("text has the server CPU ratio = %t, want %t:\n%s", got, want, text.String())
+			}
+		})
 	}
 }
 
@@ -243,6 +329,9 @@ func TestKfakeProcess(t *testing.T) {
 	cfg := smallConfig()
 	cfg.Target = TargetKfakeProcess
 	cfg.Partitions = 3
+	// Enough records that each phase costs both processes several of the
+	// 10 ms ticks /proc/PID/stat counts in, even on a fast machine.
+	cfg.Records = 200_000
 	cfg.KfakeCommand = func(ctx context.Context, partitions int32) (*exec.Cmd, error) {
 		if partitions != 3 {
 			t.Errorf("child asked for %d partitions, want 3", partitions)
@@ -258,9 +347,91 @@ func TestKfakeProcess(t *testing.T) {
 	if len(res.Runs) != 1 || res.Runs[0].Target != TargetKfakeProcess {
 		t.Fatalf("runs: %+v", res.Runs)
 	}
-	checkReport(t, cfg, res.Runs[0])
+	r := res.Runs[0]
+	checkReport(t, cfg, r)
 	if child == nil || child.ProcessState == nil || !child.ProcessState.Exited() {
 		t.Errorf("child kfake still running after the run: %+v", child)
+	}
+	if runtime.GOOS == "linux" {
+		if s := r.Produce.ServerSeconds; s == nil || *s <= 0 {
+			t.Errorf("produce server_cpu_s = %v, want > 0", s)
+		}
+		if s := r.Produce.ClientSeconds; s == nil || *s <= 0 {
+			t.Errorf("produce client_cpu_s = %v, want > 0", s)
+		}
+		if s := r.Consume.ClientSeconds; s == nil || *s <= 0 {
+			t.Errorf("consume client_cpu_s = %v, want > 0", s)
+		}
+		var text bytes.Buffer
+		if err := res.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "cpu       server ") {
+			t.Errorf("text report lacks the CPU line:\n%s", text.String())
+		}
+		t.Logf("\n%s", text.String())
+	}
+}
+
+// TestTopics spreads a random-partitioner workload over three topics of
+// a real sluice broker: every record comes back, each topic and partition
+// got some, and the topics the run made are gone afterwards unless kept.
+func TestTopics(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) { c.LogLevel = "warn" }))
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keep=%t", keep), func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.Target, cfg.Brokers = TargetBrokers, []string{b.Addr()}
+			cfg.Topic = fmt.Sprintf("multi-%t", keep)
+			cfg.Topics, cfg.Partitions, cfg.Partitioner = 3, 4, "random"
+			cfg.Records, cfg.Producers = 6_000, 2
+			cfg.KeepTopic = keep
+			cfg.ServerPID = os.Getpid() // the broker runs in this process
+			res, err := Run(t.Context(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, cfg, res.Runs[0])
+			adm := b.Admin(t)
+			names := topicNames(cfg.Topic, cfg.Topics)
+			listed, err := adm.ListEndOffsets(t.Context(), names...)
+			if !keep {
+				if err == nil && listed.Error() == nil {
+					t.Errorf("topics %v still there after the run: %v", names, listed)
+				}
+				return
+			}
+			if err != nil || listed.Error() != nil {
+				t.Fatalf("list kept topics: %v %v", err, listed.Error())
+			}
+			var total int64
+			for _, name := range names {
+				for p := range cfg.Partitions {
+					o, ok := listed.Lookup(name, p)
+					if !ok || o.Offset == 0 {
+						t.Errorf("%s/%d: no records (%+v)", name, p, o)
+					}
+					total += o.Offset
+				}
+			}
+			if total != cfg.Records {
+				t.Errorf("%d records in the topics, want %d", total, cfg.Records)
+			}
+		})
+	}
+}
+
+// TestServerPIDMissing: a --server-pid with no process behind it fails the
+// run before any workload, naming the flag.
+func TestServerPIDMissing(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("server CPU is read only on Linux")
+	}
+	cfg := smallConfig()
+	cfg.Target, cfg.Brokers, cfg.ServerPID = TargetBrokers, []string{"127.0.0.1:1"}, 1<<30
+	_, err := Run(t.Context(), cfg, nil)
+	if !errors.Is(err, ErrNoProcessCPU) || !strings.Contains(err.Error(), "--server-pid") {
+		t.Errorf("err = %v, want ErrNoProcessCPU naming --server-pid", err)
 	}
 }
 
@@ -303,8 +474,15 @@ func TestCommandJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
 	}
-	if len(res.Runs) != 1 || res.Runs[0].Consume.Records != 5000 || res.Runs[0].Partitions != 2 {
+	if len(res.Runs) != 1 || res.Runs[0].Consume.Records != 5000 || res.Runs[0].Partitions != 2 || res.Runs[0].Topics != 1 {
 		t.Errorf("json result: %s", out.String())
+	}
+	// In-process kfake has no server process: its CPU is the driver's.
+	if strings.Contains(out.String(), `"server_cpu_s"`) {
+		t.Errorf("in-process kfake reports server CPU: %s", out.String())
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(out.String(), `"client_cpu_us_per_record"`) {
+		t.Errorf("no client CPU in the JSON: %s", out.String())
 	}
 }
 

@@ -21,19 +21,29 @@ func Command() *cobra.Command {
 		Long: `bench produces --records values of --size random bytes over --partitions
 partitions with franz-go, then consumes them back from where it began, and
 reports produce and consume records/s and MB/s (10^6 bytes of values per
-second), per-record produce latency (Produce call to promise) and the total
-elapsed time.
+second), per-record produce latency (Produce call to promise), CPU time
+and the total elapsed time.
 
 --target kfake runs against franz-go's in-memory fake broker started inside
 this process; --target kfake-process runs it in a child process instead,
 so that it and the clients are separate processes as a real broker and its
 clients are. --compare runs against --brokers and then both kfakes and
 prints the ratios of the brokers run to each. --disk-bw DIR also measures the disk's direct-write
-bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
+bandwidth, like scripts/diskbw.sh, so the figures come from the same run.
+
+--topics N spreads the workload over N topics (<topic>-0 .. <topic>-(N-1)),
+each of --partitions partitions; every record goes to a random topic.
+
+CPU: each phase reports the driver's own CPU time (client_cpu_s, and per
+record) and, when the broker's PID is known, the broker's (server_cpu_s),
+read from /proc/PID/stat on Linux. Give it with --server-pid for --brokers on
+this machine; the child-process kfake's is taken automatically. In-process
+kfake runs inside the driver, so its CPU is in the client figure.`,
 		Example: `  sluice bench --brokers 127.0.0.1:9092 --records 1000000 --size 100
   sluice bench --rate 50 --acks all --json         # latency at 50 MB/s
   sluice bench --compare --partitions 8 --producers 2
   sluice bench --target kfake --records 200000
+  sluice bench --server-pid 4242 --topics 100 --partitions 10 --partitioner random
   sluice bench --disk-bw /var/lib/sluice --records 0`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
@@ -84,13 +94,15 @@ bandwidth, like scripts/diskbw.sh, so the figures come from the same run.`,
 	f.StringSliceVar(&cfg.Brokers, "brokers", cfg.Brokers, "seed brokers, comma separated")
 	f.StringVar(&cfg.Target, "target", cfg.Target, `"brokers" (the --brokers), "kfake" (in-process fake cluster) or "kfake-process" (kfake in a child process)`)
 	f.BoolVar(&cfg.Compare, "compare", cfg.Compare, "run against --brokers and then both kfakes; print all three and the ratios")
-	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic; default a new bench-<unix nanos>, created and then deleted")
-	f.BoolVar(&cfg.KeepTopic, "keep-topic", cfg.KeepTopic, "do not delete the topic the run created")
+	f.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic (with --topics N, the prefix); default a new bench-<unix nanos>, created and then deleted")
+	f.BoolVar(&cfg.KeepTopic, "keep-topic", cfg.KeepTopic, "do not delete the topics the run created")
+	f.IntVar(&cfg.Topics, "topics", cfg.Topics, "topics to spread the records over, named <topic>-0 .. <topic>-(N-1) when N > 1")
+	f.IntVar(&cfg.ServerPID, "server-pid", cfg.ServerPID, "PID of the broker on this machine, to report its CPU time per phase (Linux; --target brokers)")
 	f.Int64Var(&cfg.Records, "records", cfg.Records, "records to produce and consume (0: only --disk-bw)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "bytes per record value")
 	f.StringVar(&cfg.Partitioner, "partitioner", "sticky", "sticky (kgo's default: one partition per batch) or random (a random partition per record, as a producer keyed over many partitions)")
 	f.StringVar(&cfg.Values, "values", ValuesRandom, "record values: random (incompressible) or text (JSON-like log lines, about 3-4x compressible)")
-	f.Int32Var(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the created topic")
+	f.Int32Var(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of each created topic")
 	f.Int16Var(&cfg.Replication, "replication", cfg.Replication, "replication factor of the created topic (-1: broker default)")
 	f.StringVar(&cfg.Acks, "acks", cfg.Acks, "all, 1 or 0 (1 and 0 turn idempotence off)")
 	f.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "idempotent producer, as kgo defaults (needs --acks all)")

@@ -25,6 +25,7 @@ type Config struct {
 	Target         string        // --target: "brokers", "kfake" or "kfake-process"
 	Compare        bool          // --compare: run against Brokers, then both kfakes, and report ratios
 	Topic          string        // --topic; empty: bench-<unix nanos>, created and deleted
+	Topics         int           // --topics: with N > 1 the workload spreads over <topic>-0 .. <topic>-(N-1)
 	KeepTopic      bool          // --keep-topic
 	Records        int64         // --records
 	Size           int           // --size, bytes per record value
@@ -46,6 +47,7 @@ type Config struct {
 	JSON           bool          // --json
 	DiskBWDir      string        // --disk-bw
 	DiskBWBytes    int64         // --disk-bw-size
+	ServerPID      int           // --server-pid: the broker's PID on this machine, for its CPU time
 
 	// KfakeCommand starts the child-process kfake; nil runs this binary's
 	// `bench serve-kfake`.
@@ -59,6 +61,7 @@ func DefaultConfig() Config {
 		Target:         TargetBrokers,
 		Records:        1_000_000,
 		Size:           100,
+		Topics:         1,
 		Partitions:     1,
 		Replication:    -1,
 		Acks:           "all",
@@ -102,6 +105,15 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 {
 		return bad("--partitions %d: want >= 1", c.Partitions)
+	}
+	if c.Topics < 1 {
+		return bad("--topics %d: want >= 1", c.Topics)
+	}
+	if c.ServerPID < 0 {
+		return bad("--server-pid %d: want a PID, or 0 for none", c.ServerPID)
+	}
+	if c.ServerPID > 0 && c.Target != TargetBrokers {
+		return bad("--server-pid is for --target %s (the child-process kfake's PID is known; in-process kfake shares the driver's)", TargetBrokers)
 	}
 	if c.Replication == 0 || c.Replication < -1 {
 		return bad("--replication %d: want -1 (broker default) or >= 1", c.Replication)

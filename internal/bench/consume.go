@@ -13,28 +13,41 @@ import (
 // while records it expected were still missing.
 var ErrNoProgress = errors.New("bench: consumer made no progress")
 
-// consume reads partition p of topic from start[p] up to, not including,
-// end[p], with direct partition assignment (no group), and counts what it
-// read inside that range.
-func consume(ctx context.Context, cfg Config, brokers []string, topic string, start, end map[int32]int64) (ConsumeStats, error) {
-	offsets := make(map[int32]kgo.Offset, len(start))
-	next := make(map[int32]int64, len(start)) // next offset still wanted, per partition
+// span is what is still to be read of one partition: offsets next up to,
+// not including, end.
+type span struct{ next, end int64 }
+
+// consume reads every partition tp from start[tp] up to, not including,
+// end[tp], with direct partition assignment (no group), and counts what it
+// read inside that range. meter takes the CPU time over the same span as
+// the throughput.
+func consume(ctx context.Context, cfg Config, brokers []string, meter cpuMeter, start, end map[topicPartition]int64) (ConsumeStats, error) {
+	offsets := make(map[string]map[int32]kgo.Offset)
+	// One lookup per record, however many partitions the run covers.
+	spans := make(map[topicPartition]*span, len(start))
 	pending := 0
-	for p, s := range start {
-		if end[p] > s {
-			offsets[p] = kgo.NewOffset().At(s)
-			next[p] = s
-			pending++
+	for tp, s := range start {
+		if end[tp] <= s {
+			continue
 		}
+		ps := offsets[tp.topic]
+		if ps == nil {
+			ps = make(map[int32]kgo.Offset)
+			offsets[tp.topic] = ps
+		}
+		ps[tp.partition] = kgo.NewOffset().At(s)
+		spans[tp] = &span{next: s, end: end[tp]}
+		pending++
 	}
 	var st ConsumeStats
 	if pending == 0 {
 		return st, nil
 	}
+	cpu0 := meter.sample()
 	t0 := time.Now()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.ConsumePartitions(offsets),
 		kgo.FetchMaxWait(time.Second),
 	)
 	if err != nil {
@@ -51,16 +64,25 @@ func consume(ctx context.Context, cfg Config, brokers []string, topic string, st
 			return st, err
 		}
 		read := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < next[r.Partition] || r.Offset >= end[r.Partition] {
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) == 0 {
 				return
 			}
-			st.Records++
-			st.Bytes += int64(len(r.Value))
-			read = true
-			next[r.Partition] = r.Offset + 1
-			if r.Offset+1 >= end[r.Partition] {
-				pending--
+			sp := spans[topicPartition{p.Topic, p.Partition}]
+			if sp == nil || sp.next >= sp.end {
+				return
+			}
+			for _, r := range p.Records {
+				if r.Offset < sp.next || r.Offset >= sp.end {
+					continue
+				}
+				st.Records++
+				st.Bytes += int64(len(r.Value))
+				read = true
+				sp.next = r.Offset + 1
+				if sp.next >= sp.end {
+					pending--
+				}
 			}
 		})
 		for _, fe := range fs.Errors() {
@@ -76,6 +98,7 @@ func consume(ctx context.Context, cfg Config, brokers []string, topic string, st
 		}
 	}
 	st.Elapsed = time.Since(t0)
+	st.CPU = meter.sample().since(cpu0, st.Records)
 	st.RecordsPerSec = perSec(st.Records, st.Elapsed)
 	st.MBPerSec = perSec(st.Bytes, st.Elapsed) / 1e6
 	return st, nil

@@ -11,8 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// producerOpts turns the config into kgo producer options.
-func producerOpts(cfg Config, brokers []string, topic string) ([]kgo.Opt, error) {
+// producerOpts turns the config into kgo producer options. Every record
+// names its topic, so there is no default topic.
+func producerOpts(cfg Config, brokers []string) ([]kgo.Opt, error) {
 	acks, err := parseAcks(cfg.Acks)
 	if err != nil {
 		return nil, err
@@ -23,7 +24,6 @@ func producerOpts(cfg Config, brokers []string, topic string) ([]kgo.Opt, error)
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
-		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(acks),
 		kgo.ProducerBatchCompression(codec),
 		kgo.ProducerLinger(cfg.Linger),
@@ -69,10 +69,11 @@ func (t *produceTally) fail(err error) {
 	t.errOnce.Do(func() { t.firstErr = err })
 }
 
-// produce sends cfg.Records values from pool to topic, split evenly over
-// cfg.Producers clients, and waits for every promise.
-func produce(ctx context.Context, cfg Config, brokers []string, topic string, pool *valuePool) (ProduceStats, error) {
-	opts, err := producerOpts(cfg, brokers, topic)
+// produce sends cfg.Records values from pool to topics, split evenly over
+// cfg.Producers clients, and waits for every promise. meter takes the CPU
+// time over the same span as the throughput.
+func produce(ctx context.Context, cfg Config, brokers []string, topics []string, meter cpuMeter, pool *valuePool) (ProduceStats, error) {
+	opts, err := producerOpts(cfg, brokers)
 	if err != nil {
 		return ProduceStats{}, err
 	}
@@ -102,6 +103,7 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 		intended = make([]*Histogram, cfg.Producers)
 		perMBps  = cfg.RateMBps / float64(cfg.Producers)
 	)
+	cpu0 := meter.sample()
 	start := time.Now()
 	for i, cl := range clients {
 		n := cfg.Records / int64(cfg.Producers)
@@ -121,11 +123,12 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 			if cfg.Partitioner == "random" {
 				random = cfg.Partitions
 			}
-			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally, random)
+			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally, topics, random)
 		}(uint64(i) << 40)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1 := meter.sample()
 
 	all := NewHistogram()
 	for _, h := range lat {
@@ -138,6 +141,7 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 		Elapsed: elapsed,
 		Latency: all.Summary(),
 	}
+	st.CPU = cpu1.since(cpu0, st.Records)
 	if requests.Count() > 0 {
 		r := requests.Summary()
 		st.Requests = &r
@@ -159,8 +163,10 @@ func produce(ctx context.Context, cfg Config, brokers []string, topic string, po
 }
 
 // produceLoop is one producer: n records, paced if pc is set, then Flush.
+// Each record goes to a topic of topics chosen at random and, with
+// partitions > 0 (--partitioner random), to a random partition of it.
 func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uint64, n int64,
-	pc *pacer, lat, intended *Histogram, tally *produceTally, partitions int32) {
+	pc *pacer, lat, intended *Histogram, tally *produceTally, topics []string, partitions int32) {
 	clk := newClock()
 	rng := rand.New(rand.NewPCG(first, uint64(n)))
 	for i := range uint64(n) {
@@ -175,7 +181,10 @@ func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uin
 			break
 		}
 		sent := nanotime()
-		r := &kgo.Record{Value: pool.value(first + i), Timestamp: clk.at(sent)}
+		r := &kgo.Record{Topic: topics[0], Value: pool.value(first + i), Timestamp: clk.at(sent)}
+		if len(topics) > 1 {
+			r.Topic = topics[rng.IntN(len(topics))]
+		}
 		if partitions > 0 { // --partitioner random
 			r.Partition = rng.Int32N(partitions)
 		}

@@ -19,10 +19,11 @@ type Result struct {
 type Report struct {
 	Target      string        `json:"target"` // "brokers", "kfake" or "kfake-process"
 	Brokers     []string      `json:"brokers"`
-	Topic       string        `json:"topic"`
+	Topic       string        `json:"topic"`  // with topics > 1, the topics are <topic>-0 .. <topic>-(topics-1)
+	Topics      int           `json:"topics"` // --topics
 	Records     int64         `json:"records"`
 	Size        int           `json:"size"`
-	Partitions  int32         `json:"partitions"`
+	Partitions  int32         `json:"partitions"` // per topic
 	Acks        string        `json:"acks"`
 	Idempotent  bool          `json:"idempotent"`
 	Compression string        `json:"compression"`
@@ -52,6 +53,7 @@ type ProduceStats struct {
 	// response read): what the broker adds, without the time records
 	// wait in the client for a request to carry them.
 	Requests *Latency `json:"requests,omitempty"`
+	CPU               // per acknowledged record
 }
 
 // ConsumeStats is the consume phase: from creating the consumer to reading
@@ -62,6 +64,7 @@ type ConsumeStats struct {
 	Elapsed       time.Duration `json:"elapsed_ns"`
 	RecordsPerSec float64       `json:"records_per_sec"`
 	MBPerSec      float64       `json:"mb_per_sec"`
+	CPU                         // per record consumed
 }
 
 // Ratio is target/kfake for each headline figure of two runs of the same
@@ -77,6 +80,10 @@ type Ratio struct {
 	ConsumeRecordsPerSec float64 `json:"consume_records_per_sec"`
 	ConsumeMBPerSec      float64 `json:"consume_mb_per_sec"`
 	Elapsed              float64 `json:"elapsed"`
+	// Server CPU per record, target over kfake (above 1: the target uses
+	// more), when both runs measured it.
+	ProduceServerCPUPerRecord float64 `json:"produce_server_cpu_us_per_record,omitempty"`
+	ConsumeServerCPUPerRecord float64 `json:"consume_server_cpu_us_per_record,omitempty"`
 }
 
 func perSec(n int64, d time.Duration) float64 {
@@ -95,16 +102,26 @@ func div(a, b float64) float64 {
 
 func newRatio(a, b *Report) *Ratio {
 	return &Ratio{
-		Of:                   a.Target + "/" + b.Target,
-		ProduceRecordsPerSec: div(a.Produce.RecordsPerSec, b.Produce.RecordsPerSec),
-		ProduceMBPerSec:      div(a.Produce.MBPerSec, b.Produce.MBPerSec),
-		ProduceP50:           div(float64(a.Produce.Latency.P50), float64(b.Produce.Latency.P50)),
-		ProduceP99:           div(float64(a.Produce.Latency.P99), float64(b.Produce.Latency.P99)),
-		ProduceP999:          div(float64(a.Produce.Latency.P999), float64(b.Produce.Latency.P999)),
-		ConsumeRecordsPerSec: div(a.Consume.RecordsPerSec, b.Consume.RecordsPerSec),
-		ConsumeMBPerSec:      div(a.Consume.MBPerSec, b.Consume.MBPerSec),
-		Elapsed:              div(float64(a.Elapsed), float64(b.Elapsed)),
+		Of:                        a.Target + "/" + b.Target,
+		ProduceRecordsPerSec:      div(a.Produce.RecordsPerSec, b.Produce.RecordsPerSec),
+		ProduceMBPerSec:           div(a.Produce.MBPerSec, b.Produce.MBPerSec),
+		ProduceP50:                div(float64(a.Produce.Latency.P50), float64(b.Produce.Latency.P50)),
+		ProduceP99:                div(float64(a.Produce.Latency.P99), float64(b.Produce.Latency.P99)),
+		ProduceP999:               div(float64(a.Produce.Latency.P999), float64(b.Produce.Latency.P999)),
+		ConsumeRecordsPerSec:      div(a.Consume.RecordsPerSec, b.Consume.RecordsPerSec),
+		ConsumeMBPerSec:           div(a.Consume.MBPerSec, b.Consume.MBPerSec),
+		Elapsed:                   div(float64(a.Elapsed), float64(b.Elapsed)),
+		ProduceServerCPUPerRecord: divKnown(a.Produce.ServerMicrosPerRecord, b.Produce.ServerMicrosPerRecord),
+		ConsumeServerCPUPerRecord: divKnown(a.Consume.ServerMicrosPerRecord, b.Consume.ServerMicrosPerRecord),
 	}
+}
+
+// divKnown is a/b, or 0 when either is unknown.
+func divKnown(a, b *float64) float64 {
+	if a == nil || b == nil {
+		return 0
+	}
+	return div(*a, *b)
 }
 
 // WriteJSON writes r as one indented JSON document.
@@ -131,6 +148,10 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  produce  %5.2fx rec/s  %5.2fx MB/s  p50 %5.2fx  p99 %5.2fx  p99.9 %5.2fx\n",
 			x.ProduceRecordsPerSec, x.ProduceMBPerSec, x.ProduceP50, x.ProduceP99, x.ProduceP999)
 		fmt.Fprintf(&b, "  consume  %5.2fx rec/s  %5.2fx MB/s\n", x.ConsumeRecordsPerSec, x.ConsumeMBPerSec)
+		if x.ProduceServerCPUPerRecord > 0 || x.ConsumeServerCPUPerRecord > 0 {
+			fmt.Fprintf(&b, "  server CPU per record (>1: more)  produce %5.2fx  consume %5.2fx\n",
+				x.ProduceServerCPUPerRecord, x.ConsumeServerCPUPerRecord)
+		}
 		fmt.Fprintf(&b, "  elapsed  %5.2fx\n", x.Elapsed)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -154,8 +175,12 @@ func (r *Report) writeText(b *strings.Builder) {
 	if r.MaxInflight > 0 {
 		inflight = fmt.Sprint(r.MaxInflight)
 	}
-	fmt.Fprintf(b, "  workload  %d records x %d B, %d partitions, acks=%s idempotent=%t compression=%s producers=%d linger=%v max-inflight=%s rate=%s\n",
-		r.Records, r.Size, r.Partitions, r.Acks, r.Idempotent, r.Compression, r.Producers, r.Linger, inflight, rate)
+	parts := fmt.Sprintf("%d partitions", r.Partitions)
+	if r.Topics > 1 {
+		parts = fmt.Sprintf("%d topics x %d partitions", r.Topics, r.Partitions)
+	}
+	fmt.Fprintf(b, "  workload  %d records x %d B, %s, acks=%s idempotent=%t compression=%s producers=%d linger=%v max-inflight=%s rate=%s\n",
+		r.Records, r.Size, parts, r.Acks, r.Idempotent, r.Compression, r.Producers, r.Linger, inflight, rate)
 	p := r.Produce
 	fmt.Fprintf(b, "  produce   %d records in %v: %.0f rec/s, %.2f MB/s\n",
 		p.Records, p.Elapsed.Round(time.Millisecond), p.RecordsPerSec, p.MBPerSec)
@@ -169,10 +194,37 @@ func (r *Report) writeText(b *strings.Builder) {
 	if p.Requests != nil {
 		writeLatency(b, "requests ", *p.Requests)
 	}
+	writeCPU(b, r.Target, p.CPU)
 	c := r.Consume
 	fmt.Fprintf(b, "  consume   %d records in %v: %.0f rec/s, %.2f MB/s\n",
 		c.Records, c.Elapsed.Round(time.Millisecond), c.RecordsPerSec, c.MBPerSec)
+	writeCPU(b, r.Target, c.CPU)
 	fmt.Fprintf(b, "  elapsed   %v\n", r.Elapsed.Round(time.Millisecond))
+}
+
+// writeCPU prints a phase's CPU time, if any was measured.
+func writeCPU(b *strings.Builder, target string, c CPU) {
+	if c.ServerSeconds == nil && c.ClientSeconds == nil {
+		return
+	}
+	b.WriteString("  cpu      ")
+	if c.ServerSeconds != nil {
+		fmt.Fprintf(b, " server %.2f s", *c.ServerSeconds)
+		if c.ServerMicrosPerRecord != nil {
+			fmt.Fprintf(b, " (%.2f µs/record)", *c.ServerMicrosPerRecord)
+		}
+	}
+	if c.ClientSeconds != nil {
+		client := "client"
+		if target == TargetKfake {
+			client = "client+kfake" // the fake runs in the driver's process
+		}
+		fmt.Fprintf(b, " %s %.2f s", client, *c.ClientSeconds)
+		if c.ClientMicrosPerRecord != nil {
+			fmt.Fprintf(b, " (%.2f µs/record)", *c.ClientMicrosPerRecord)
+		}
+	}
+	b.WriteString("\n")
 }
 
 func writeLatency(b *strings.Builder, label string, l Latency) {

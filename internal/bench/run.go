@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -70,8 +73,20 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) 
 // runTarget starts a kfake if target asks for one, then runs the workload.
 func runTarget(ctx context.Context, cfg Config, target string, pool *valuePool, logger *slog.Logger) (*Report, error) {
 	brokers := cfg.Brokers
+	var serverPID int // 0: the server's CPU is not measured
 	switch target {
+	case TargetBrokers:
+		serverPID = cfg.ServerPID
+		if serverPID > 0 {
+			if _, err := processCPU(serverPID); err != nil {
+				if runtime.GOOS == "linux" {
+					return nil, fmt.Errorf("bench: --server-pid %d: %w", serverPID, err)
+				}
+				logger.Warn("no server CPU figures", "pid", serverPID, "err", err)
+			}
+		}
 	case TargetKfake:
+		// The fake runs in this process: its CPU is part of the client's.
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(cfg.Partitions)))
 		if err != nil {
 			return nil, fmt.Errorf("bench: start kfake: %w", err)
@@ -86,23 +101,45 @@ func runTarget(ctx context.Context, cfg Config, target string, pool *valuePool, 
 		}
 		defer k.stop()
 		brokers = []string{k.addr}
-		logger.Info("started kfake in a child process", "addr", k.addr, "pid", k.cmd.Process.Pid)
+		serverPID = k.cmd.Process.Pid
+		logger.Info("started kfake in a child process", "addr", k.addr, "pid", serverPID)
 	}
-	return runWorkload(ctx, cfg, target, brokers, pool, logger)
+	return runWorkload(ctx, cfg, target, brokers, cpuMeter{serverPID: serverPID}, pool, logger)
 }
 
-// runWorkload creates the topic, produces, consumes back what was produced
-// and deletes the topic if it created it.
-func runWorkload(ctx context.Context, cfg Config, target string, brokers []string, pool *valuePool, logger *slog.Logger) (*Report, error) {
-	t0 := time.Now()
-	topic := cfg.Topic
-	if topic == "" {
-		topic = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+// topicPartition keys per-partition state: a run may cover 100,000
+// partitions, so lookups must not scan.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// topicNames is the run's topics: base alone, or base-0 .. base-(n-1).
+func topicNames(base string, n int) []string {
+	if n == 1 {
+		return []string{base}
 	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = base + "-" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// runWorkload creates the topics, produces, consumes back what was produced
+// and deletes the topics it created.
+func runWorkload(ctx context.Context, cfg Config, target string, brokers []string, meter cpuMeter, pool *valuePool, logger *slog.Logger) (*Report, error) {
+	t0 := time.Now()
+	base := cfg.Topic
+	if base == "" {
+		base = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
+	topics := topicNames(base, cfg.Topics)
 	rep := &Report{
 		Target:      target,
 		Brokers:     brokers,
-		Topic:       topic,
+		Topic:       base,
+		Topics:      len(topics),
 		Records:     cfg.Records,
 		Size:        cfg.Size,
 		Partitions:  cfg.Partitions,
@@ -115,7 +152,7 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 		RateMBps:    cfg.RateMBps,
 	}
 
-	// A short metadata age: right after CreateTopic a cluster answers
+	// A short metadata age: right after CreateTopics a cluster answers
 	// LEADER_NOT_AVAILABLE until leaders are elected (milliseconds), and
 	// kgo would otherwise serve that answer from its cache for 5 s.
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(100*time.Millisecond))
@@ -125,56 +162,45 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 
-	created, err := createTopic(ctx, adm, topic, cfg.Partitions, cfg.Replication)
+	created, err := createTopics(ctx, adm, topics, cfg.Partitions, cfg.Replication, logger)
+	if len(created) > 0 && !cfg.KeepTopic {
+		defer deleteTopics(adm, created, logger)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if created && !cfg.KeepTopic {
-		defer func() {
-			// The run's context may be spent; deleting must still happen.
-			dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			if _, err := adm.DeleteTopic(dctx, topic); err != nil {
-				logger.Warn("delete bench topic", "topic", topic, "err", err)
-			}
-		}()
-	}
-	logger.Info("topic ready", "topic", topic, "created", created)
+	logger.Info("topics ready", "topics", len(topics), "created", len(created))
 
 	// Offsets before and after producing bound exactly this run's records,
 	// even in a --topic that already held data.
-	startOffs, err := endOffsets(ctx, adm, topic)
+	t1 := time.Now()
+	startOffs, err := endOffsets(ctx, adm, topics)
 	if err != nil {
 		return nil, err
 	}
+	logger.Info("listed end offsets", "partitions", len(startOffs), "took", time.Since(t1))
 	logger.Info("producing", "records", cfg.Records, "size", cfg.Size, "producers", cfg.Producers)
-	rep.Produce, err = produce(ctx, cfg, brokers, topic, pool)
+	rep.Produce, err = produce(ctx, cfg, brokers, topics, meter, pool)
 	if err != nil {
 		return rep, fmt.Errorf("bench: produce: %w", err)
 	}
-	endOffs, err := endOffsets(ctx, adm, topic)
+	endOffs, err := endOffsets(ctx, adm, topics)
 	if err != nil {
 		return rep, err
 	}
-	var inLog int64
-	for p, e := range endOffs {
-		inLog += e - startOffs[p]
-	}
+	inLog := recordsBetween(startOffs, endOffs)
 	// acks=0 and acks=1 promises complete before the records are visible
 	// to consumers (acks=0: once sent; acks=1: before they are durable), so
 	// wait, briefly, for the end offsets to cover what was acknowledged.
 	for deadline := time.Now().Add(10 * time.Second); inLog < rep.Produce.Records && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		if endOffs, err = endOffsets(ctx, adm, topic); err != nil {
+		if endOffs, err = endOffsets(ctx, adm, topics); err != nil {
 			return rep, err
 		}
-		inLog = 0
-		for p, e := range endOffs {
-			inLog += e - startOffs[p]
-		}
+		inLog = recordsBetween(startOffs, endOffs)
 	}
 	logger.Info("consuming", "records", inLog)
-	rep.Consume, err = consume(ctx, cfg, brokers, topic, startOffs, endOffs)
+	rep.Consume, err = consume(ctx, cfg, brokers, meter, startOffs, endOffs)
 	rep.Elapsed = time.Since(t0)
 	if err != nil {
 		return rep, fmt.Errorf("bench: consume: %w", err)
@@ -188,41 +214,102 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 	return rep, nil
 }
 
-// createTopic creates topic, or finds it already there. It reports whether
-// this run created it.
-func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, rf int16) (bool, error) {
-	resp, err := adm.CreateTopic(ctx, partitions, rf, nil, topic)
-	if err == nil {
-		err = resp.Err
+func recordsBetween(start, end map[topicPartition]int64) int64 {
+	var n int64
+	for tp, e := range end {
+		n += e - start[tp]
 	}
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		return false, nil
-	}
-	return false, fmt.Errorf("bench: create topic %s: %w", topic, err)
+	return n
 }
 
-// endOffsets lists the end offset of every partition of topic, retrying for
-// a while: a topic just created may not have leaders everywhere yet.
-func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+// topicsPerRequest bounds one CreateTopics or DeleteTopics request, so that
+// 10,000 topics go in a few requests of a size any broker takes.
+const topicsPerRequest = 1000
+
+// createTopics creates topics, a chunk of them per request, and finds those
+// already there. It returns the ones this run created, also on error, so
+// that the caller can delete them.
+func createTopics(ctx context.Context, adm *kadm.Client, topics []string, partitions int32, rf int16, logger *slog.Logger) ([]string, error) {
+	var created []string
+	for chunk := range slices.Chunk(topics, topicsPerRequest) {
+		t0 := time.Now()
+		resps, err := adm.CreateTopics(ctx, partitions, rf, nil, chunk...)
+		if err != nil {
+			return created, fmt.Errorf("bench: create %d topics from %s: %w", len(chunk), chunk[0], err)
+		}
+		var firstErr error
+		for _, t := range chunk {
+			resp, ok := resps[t]
+			switch {
+			case !ok:
+				err = errors.New("not in the response")
+			case resp.Err == nil:
+				created = append(created, t)
+				continue
+			case errors.Is(resp.Err, kerr.TopicAlreadyExists):
+				continue
+			default:
+				err = resp.Err
+			}
+			if firstErr == nil {
+				firstErr = fmt.Errorf("bench: create topic %s: %w", t, err)
+			}
+		}
+		if firstErr != nil {
+			return created, firstErr
+		}
+		if len(topics) > topicsPerRequest {
+			logger.Info("created topics", "first", chunk[0], "topics", len(chunk), "took", time.Since(t0))
+		}
+	}
+	return created, nil
+}
+
+// deleteTopics deletes topics, a chunk per request, logging what fails.
+func deleteTopics(adm *kadm.Client, topics []string, logger *slog.Logger) {
+	for chunk := range slices.Chunk(topics, topicsPerRequest) {
+		// The run's context may be spent; deleting must still happen.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t0 := time.Now()
+		resps, err := adm.DeleteTopics(ctx, chunk...)
+		cancel()
+		if len(topics) > topicsPerRequest {
+			logger.Info("deleted topics", "first", chunk[0], "topics", len(chunk), "took", time.Since(t0))
+		}
+		if err == nil {
+			err = resps.Error()
+		}
+		if err != nil {
+			logger.Warn("delete bench topics", "first", chunk[0], "topics", len(chunk), "err", err)
+		}
+	}
+}
+
+// endOffsets lists the end offset of every partition of every topic,
+// retrying for a while: topics just created may not have leaders
+// everywhere yet.
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) (map[topicPartition]int64, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		listed, err := adm.ListEndOffsets(ctx, topic)
+		listed, err := adm.ListEndOffsets(ctx, topics...)
 		if err == nil {
 			err = listed.Error()
 		}
 		if err == nil {
-			out := make(map[int32]int64)
-			listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-			if len(out) > 0 {
-				return out, nil
+			for _, t := range topics {
+				if len(listed[t]) == 0 {
+					err = fmt.Errorf("no partitions listed for %s", t)
+					break
+				}
 			}
-			err = fmt.Errorf("no partitions listed")
+		}
+		if err == nil {
+			out := make(map[topicPartition]int64, len(topics)*len(listed[topics[0]]))
+			listed.Each(func(o kadm.ListedOffset) { out[topicPartition{o.Topic, o.Partition}] = o.Offset })
+			return out, nil
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return nil, fmt.Errorf("bench: list end offsets of %s: %w", topic, err)
+			return nil, fmt.Errorf("bench: list end offsets of %d topics from %s: %w", len(topics), topics[0], err)
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
