@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 )
@@ -169,12 +170,18 @@ func (b *Builder) Finish() ([]byte, []Extent) {
 // the footer starts, at base+len(dst): idx[i] holds extent i's index
 // entries. It sets every extent's IndexPos and IndexCount.
 func AppendFooter(dst []byte, base int64, exts []Extent, idx [][]IndexEntry, version uint32) []byte {
-	b := &Builder{extents: exts}
+	n := 0
 	for i := range exts {
 		exts[i].IndexCount = int32(len(idx[i]))
-		b.index = append(b.index, idx[i]...)
+		n += len(idx[i])
 	}
-	return b.appendFooter(dst, base, version)
+	dst = slices.Grow(dst, n*EntrySize+len(exts)*ExtentSize+4+TrailerSize)
+	footerStart := len(dst)
+	for i := range exts {
+		exts[i].IndexPos = base + int64(len(dst))
+		dst = appendIndex(dst, idx[i])
+	}
+	return appendTable(dst, footerStart, base, exts, version)
 }
 
 func (b *Builder) appendFooter(out []byte, base int64, version uint32) []byte {
@@ -183,18 +190,29 @@ func (b *Builder) appendFooter(out []byte, base int64, version uint32) []byte {
 	for i := range b.extents {
 		e := &b.extents[i]
 		e.IndexPos = base + int64(len(out))
-		for j := 0; j < int(e.IndexCount); j++ {
-			ie := b.index[idx]
-			idx++
-			out = binary.BigEndian.AppendUint64(out, uint64(ie.Offset))
-			out = binary.BigEndian.AppendUint32(out, ie.RelPos)
-			out = binary.BigEndian.AppendUint64(out, uint64(ie.SpanMaxTS))
-		}
+		out = appendIndex(out, b.index[idx:idx+int(e.IndexCount)])
+		idx += int(e.IndexCount)
 	}
-	for i := range b.extents {
-		out = AppendExtent(out, &b.extents[i])
+	return appendTable(out, footerStart, base, b.extents, version)
+}
+
+// appendIndex appends index entries, 20 bytes each.
+func appendIndex(out []byte, idx []IndexEntry) []byte {
+	for _, ie := range idx {
+		out = binary.BigEndian.AppendUint64(out, uint64(ie.Offset))
+		out = binary.BigEndian.AppendUint32(out, ie.RelPos)
+		out = binary.BigEndian.AppendUint64(out, uint64(ie.SpanMaxTS))
 	}
-	out = binary.BigEndian.AppendUint32(out, uint32(len(b.extents)))
+	return out
+}
+
+// appendTable appends the extent table and the trailer of a footer that
+// starts at out[footerStart].
+func appendTable(out []byte, footerStart int, base int64, exts []Extent, version uint32) []byte {
+	for i := range exts {
+		out = AppendExtent(out, &exts[i])
+	}
+	out = binary.BigEndian.AppendUint32(out, uint32(len(exts)))
 	crc := crc32.Checksum(out[footerStart:], castagnoli)
 	out = binary.BigEndian.AppendUint64(out, uint64(base+int64(footerStart)))
 	out = binary.BigEndian.AppendUint32(out, crc)

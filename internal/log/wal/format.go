@@ -208,7 +208,21 @@ func Scan(data []byte) Scanned { return scan(data, true) }
 // validated on append.
 func ScanHeaders(data []byte) Scanned { return scan(data, false) }
 
+// ScanHeadersEach is ScanHeaders calling fn for each entry in order instead
+// of collecting them (Entries stays nil): a segment of a million small
+// batches is then read without building a slice of a million entries.
+func ScanHeadersEach(data []byte, fn func(e *Entry)) Scanned {
+	return scanEach(data, false, fn)
+}
+
 func scan(data []byte, batchCRC bool) Scanned {
+	var entries []Entry
+	s := scanEach(data, batchCRC, func(e *Entry) { entries = append(entries, *e) })
+	s.Entries = entries
+	return s
+}
+
+func scanEach(data []byte, batchCRC bool, fn func(e *Entry)) Scanned {
 	var s Scanned
 	if len(data) < len(Magic) || string(data[:len(Magic)]) != string(Magic[:]) {
 		s.Truncated = int64(len(data))
@@ -233,7 +247,7 @@ func scan(data []byte, batchCRC bool) Scanned {
 			break
 		}
 		e.Pos = int64(pos + EntryHeaderSize)
-		s.Entries = append(s.Entries, e)
+		fn(&e)
 		pos += n
 	}
 	s.Truncated = int64(len(data) - pos)
