@@ -298,6 +298,12 @@ func (p *Partition) WaitDurable(ctx context.Context, r AppendResult, last int64)
 			return fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 	}
+	if !p.e.shared() && p.hw.Load() > last {
+		// The usual case, without locks: the writer moved the high
+		// watermark when the group became durable. On a single node
+		// leadership never moves, so loadSeq needs no look.
+		return nil
+	}
 	for {
 		ch := p.Wait()
 		// Both under mu: Acquire rebuilds the high watermark and moves
@@ -487,6 +493,12 @@ func (p *Partition) checkLive() error {
 // Led reports whether this broker serves the partition (always on a single
 // node; in cluster mode while it is the acquired leader).
 func (p *Partition) Led() bool {
+	if !p.e.shared() {
+		// A single node leads every partition; a deleted one answers
+		// UNKNOWN_TOPIC_OR_PARTITION from whatever is asked of it. No
+		// lock: produce asks this of every partition of every request.
+		return true
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.led && !p.deleted && p.e.leaseValid()

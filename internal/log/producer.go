@@ -191,7 +191,13 @@ func (ps *producers) check(a *producerAppend) (*producerBatch, error) {
 	if pe == nil {
 		return nil, nil
 	}
-	if a.epoch == pe.epoch {
+	if a.epoch == pe.epoch && pe.n > 0 {
+		// The next batch in sequence is the usual case and cannot be a
+		// duplicate: look at the newest batch alone before the others.
+		last := pe.newest().lastSeq
+		if int64(a.firstSeq) == int64(last)+1 || a.firstSeq == 0 && last == math.MaxInt32 {
+			return nil, nil
+		}
 		for i := 0; i < pe.n; i++ {
 			if b := &pe.batches[i]; b.firstSeq == a.firstSeq && b.lastSeq == a.lastSeq {
 				return b, nil
