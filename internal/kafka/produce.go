@@ -60,13 +60,22 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	b := rc.broker()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
-	var work []*produceWork
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
+	}
+	// Sized up front: a request spread over thousands of partitions
+	// otherwise regrows these slices of large structs a dozen times.
+	work := make([]*produceWork, 0, n)
+	works := make([]produceWork, 0, n)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	txnDenied := req.TransactionID != nil && !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
 	for ti, rt := range req.Topics {
 		topicDenied := !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -110,9 +119,11 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					sp.ErrorMessage = errorMessage(err)
 					break
 				}
-				work = append(work, &produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+				work = append(work, &works[len(works)-1])
 			default:
-				work = append(work, &produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+				work = append(work, &works[len(works)-1])
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
