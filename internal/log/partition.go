@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -515,16 +516,25 @@ func (p *Partition) markRolled(exts []*extent, last int64, budget int64) {
 	}
 	var dead []*extent
 	ls := p.logStart.Load()
-	merged := append([]*extent(nil), p.extents...)
+	live := make([]*extent, 0, len(exts))
 	for _, x := range exts {
 		if x.Last < ls {
 			dead = append(dead, x)
 			continue
 		}
-		merged = append(merged, x)
+		live = append(live, x)
 	}
-	sortExtents(merged)
-	p.extents = merged
+	if n := len(p.extents); n == 0 || len(live) > 0 && live[0].Base > p.extents[n-1].Last && slices.IsSortedFunc(live, cmpExtents) {
+		// The usual case: newer than everything held. Appending is
+		// safe for readers, which took the slice under mu and never
+		// look past its length; copying the whole list every roll made
+		// a roll's cost grow with each partition's history.
+		p.extents = append(p.extents, live...)
+	} else {
+		merged := append(append(make([]*extent, 0, len(p.extents)+len(live)), p.extents...), live...)
+		sortExtents(merged)
+		p.extents = merged
+	}
 	for i := range p.tail {
 		if p.tail[i].last > last {
 			break

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/binary"
@@ -41,6 +42,8 @@ const (
 	walDense  = 1
 	walSparse = 2
 )
+
+func cmpExtents(a, b *extent) int { return cmp.Compare(a.Base, b.Base) }
 
 func sortExtents(x []*extent) {
 	sort.Slice(x, func(i, j int) bool { return x[i].Base < x[j].Base })
