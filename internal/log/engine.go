@@ -298,6 +298,8 @@ type Engine struct {
 	// inputs are current until they are swapped out.
 	mergeMu   sync.Mutex
 	mergeBad  map[*extent]bool
+	planner   mergePlanner
+	mergeBuf  mergeBuffers
 	rewriteMu sync.Mutex
 	mm        *mergeMetrics
 	mergeHook func(stage string) error // tests: stop a merge as a crash would

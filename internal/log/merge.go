@@ -69,9 +69,10 @@ const (
 // mergePolicy is how one topic's extents are merged.
 type mergePolicy struct {
 	fanIn    int
-	floor    float64 // level of mergeFloorBytes
-	maxBytes int64   // largest extent a merge may make; larger ones are left alone
-	maxSpan  int64   // largest MaxTS span of a merged extent in ms (0: none)
+	floor    float64       // level of mergeFloorBytes
+	maxBytes int64         // largest extent a merge may make; larger ones are left alone
+	maxSpan  int64         // largest MaxTS span of a merged extent in ms (0: none)
+	pl       *mergePlanner // scratch, if any
 }
 
 func (e *Engine) mergePolicy(cfg *topicconfig.Config) mergePolicy {
@@ -164,8 +165,13 @@ func (pol *mergePolicy) planLevels(xs []*extent, s, end int, out []span) []span 
 	}
 	xs = xs[:end]
 	base := s
-	lv := make([]float64, end-base)  // lv[i]: level of xs[base+i]
-	top := make([]float64, end-base) // top[i]: the largest level in xs[base+i:]
+	var lv, top []float64 // lv[i]: level of xs[base+i]; top[i]: the largest level in xs[base+i:]
+	if pol.pl != nil {
+		pol.pl.lv, pol.pl.top = slices.Grow(pol.pl.lv[:0], end-base)[:end-base], slices.Grow(pol.pl.top[:0], end-base)[:end-base]
+		lv, top = pol.pl.lv, pol.pl.top
+	} else {
+		lv, top = make([]float64, end-base), make([]float64, end-base)
+	}
 	for i := end - 1; i >= base; i-- {
 		lv[i-base] = pol.level(xs[i])
 		top[i-base] = lv[i-base]
@@ -206,11 +212,11 @@ func (pol *mergePolicy) planLevels(xs []*extent, s, end int, out []span) []span 
 // evacuate adds to out, for every extent of xs in a sparse object and in
 // no planned run, a run of it and its unplanned neighbours of no higher
 // level: merged, even alone, it no longer keeps the object alive.
-func (pol *mergePolicy) evacuate(xs []*extent, planned map[*extent]bool, sparse map[*object]bool, limit int64, out []span) []span {
+func (pol *mergePolicy) evacuate(xs []*extent, planned map[*extent]bool, sparse func(*extent) bool, limit int64, out []span) []span {
 	taken := func(i int) bool { return planned[xs[i]] }
 	for i := 0; i < len(xs); i++ {
 		x := xs[i]
-		if taken(i) || !sparse[x.obj] || x.Size > limit {
+		if taken(i) || !sparse(x) || x.Size > limit {
 			continue
 		}
 		lx := pol.level(x)
@@ -240,43 +246,65 @@ type packRun struct {
 	bytes int64
 }
 
+// mergePlanner is the merge goroutine's planning state, reused from plan
+// to plan.
+type mergePlanner struct {
+	scan  uint64
+	spans []span
+	lv    []float64
+	top   []float64
+}
+
 // planMerges looks at every partition's extents and returns the runs to
 // merge, sorted by topic ID, partition and offset. It also sets the
-// extents gauge.
+// extents gauge. Caller holds mergeMu.
 func (e *Engine) planMerges() []*packRun {
+	pl := &e.planner
+	pl.scan++
 	e.mu.RLock()
 	topics := make([]*topic, 0, len(e.topics))
 	for _, t := range e.topics {
 		topics = append(topics, t)
 	}
 	e.mu.RUnlock()
-	live := map[*object]int64{}
-	planned := map[*extent]bool{}
-	var runs []*packRun
-	var spans []span
-	total := 0
 	enabled := e.cfg.MergeFanIn > 0
+	// account adds x's bytes to its object's live bytes (the first time
+	// in this plan that the object is seen, from 0).
+	account := func(x *extent, n int64) {
+		o := x.obj
+		if o.merge.scan != pl.scan {
+			o.merge.scan, o.merge.live, o.merge.sparse = pl.scan, 0, false
+		}
+		o.merge.live += n
+	}
+	var runs []*packRun
+	planned := map[*Partition]int{} // a partition's first run
 	add := func(p *Partition, xs []*extent, sp []span) {
 		for _, s := range sp {
 			r := &packRun{p: p, in: xs[s.i:s.j:s.j]}
 			for _, x := range r.in {
 				r.bytes += x.Size
-				planned[x] = true
-				if e.mergeBad[x] {
+				account(x, -x.Size)
+				if len(e.mergeBad) > 0 && e.mergeBad[x] {
 					r = nil
 					break
 				}
 			}
 			if r != nil {
+				if _, ok := planned[p]; !ok {
+					planned[p] = len(runs)
+				}
 				runs = append(runs, r)
 			}
 		}
 	}
+	total := 0
 	for _, t := range topics {
 		cfg := t.cfg.Load()
 		pol := mergePolicy{}
 		if enabled {
 			pol = e.mergePolicy(cfg)
+			pol.pl = pl
 		}
 		for _, p := range t.partitions() {
 			p.mu.RLock()
@@ -287,44 +315,58 @@ func (e *Engine) planMerges() []*packRun {
 			}
 			total += len(xs)
 			for _, x := range xs {
-				live[x.obj] += x.Size
+				account(x, x.Size)
 			}
 			if !enabled || cfg.Compact || len(xs) < pol.fanIn {
 				continue
 			}
-			spans = pol.plan(xs, spans[:0])
-			add(p, xs, spans)
+			pl.spans = pol.plan(xs, pl.spans[:0])
+			add(p, xs, pl.spans)
 		}
 	}
 	e.mm.extents.Set(float64(total))
 	if !enabled {
 		return nil
 	}
-	for x := range planned {
-		live[x.obj] -= x.Size
-	}
-	sparse := map[*object]bool{}
-	for o, n := range live {
-		if n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin {
-			sparse[o] = true
+	anySparse := false
+	e.objMu.Lock()
+	for _, o := range e.objects {
+		if o.merge.scan == pl.scan {
+			n := o.merge.live
+			o.merge.sparse = n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin
+			anySparse = anySparse || o.merge.sparse
 		}
 	}
-	if len(sparse) > 0 {
+	e.objMu.Unlock()
+	if anySparse {
+		// Runs planned above are ruled out by pointer: the partition
+		// may have rolled since, so its list may have grown.
+		sparse := func(x *extent) bool { return x.obj.merge.scan == pl.scan && x.obj.merge.sparse }
+		n := len(runs)
 		for _, t := range topics {
 			cfg := t.cfg.Load()
 			if cfg.Compact {
 				continue
 			}
 			pol := e.mergePolicy(cfg)
+			pol.pl = pl
 			for _, p := range t.partitions() {
 				p.mu.RLock()
 				xs, gone := p.extents, p.deleted
 				p.mu.RUnlock()
-				if gone || !slices.ContainsFunc(xs, func(x *extent) bool { return sparse[x.obj] && !planned[x] }) {
+				if gone || !slices.ContainsFunc(xs, sparse) {
 					continue
 				}
-				spans = pol.evacuate(xs, planned, sparse, e.cfg.MergeObjectBytes, spans[:0])
-				add(p, xs, spans)
+				taken := map[*extent]bool{}
+				if i, ok := planned[p]; ok {
+					for ; i < n && runs[i].p == p; i++ {
+						for _, x := range runs[i].in {
+							taken[x] = true
+						}
+					}
+				}
+				pl.spans = pol.evacuate(xs, taken, sparse, e.cfg.MergeObjectBytes, pl.spans[:0])
+				add(p, xs, pl.spans)
 			}
 		}
 	}
@@ -367,10 +409,13 @@ func (e *Engine) mergeLoop() {
 func (e *Engine) mergeAll(ctx context.Context, paced bool) error {
 	e.mergeMu.Lock()
 	defer e.mergeMu.Unlock()
-	var buf mergeBuffers
+	buf := &e.mergeBuf
 	for round := 0; ; round++ {
 		runs := e.planMerges()
 		if len(runs) == 0 {
+			if round == 0 {
+				*buf = mergeBuffers{} // idle: give the buffers back
+			}
 			return nil
 		}
 		progress := false
@@ -384,7 +429,7 @@ func (e *Engine) mergeAll(ctx context.Context, paced bool) error {
 				return ctx.Err()
 			}
 			start := time.Now()
-			merged, err := e.mergePack(ctx, runs[:n], &buf)
+			merged, err := e.mergePack(ctx, runs[:n], buf)
 			if err != nil {
 				return err
 			}
