@@ -196,3 +196,33 @@ func TestReadDoesNotPinBlocks(t *testing.T) {
 		c.mu.Unlock()
 	}
 }
+
+// TestMergeWithoutMapping: a store that cannot map objects (S3, or any
+// wrapper) is read through the window, with the same result.
+func TestMergeWithoutMapping(t *testing.T) {
+	f := &mergeFixture{t: t, v: newEnv(t), topics: []string{"a", "b"}, parts: 30, rng: rand.New(rand.NewPCG(3, 4))}
+	f.v.cfg = noMerge
+	f.v.openBackends()
+	f.v.store = &failingStore{Storage: f.v.store} // no Map
+	f.e = f.v.open()
+	for _, n := range f.topics {
+		if _, err := f.e.CreateTopic(bg, n, f.parts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.ts = f.v.clk.Now().UnixMilli()
+	f.rolls(20)
+	before := f.views()
+	f.set(defaultMergeFanIn, nil)
+	f.merge()
+	f.same(before)
+	if counterValue(f.e.mm.merges) == 0 || counterValue(f.e.mm.readBytes) == 0 {
+		t.Fatal("nothing merged")
+	}
+	f.rolls(20)
+	f.merge()
+	before = f.views()
+	f.e = f.v.restart(f.e) // on a plain store: mapped from here on
+	f.same(before)
+	f.noLeaks()
+}
