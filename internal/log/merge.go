@@ -220,14 +220,11 @@ func (pol *mergePolicy) evacuate(xs []*extent, planned map[*extent]bool, sparse 
 			continue
 		}
 		lx := pol.level(x)
-		size := x.Size
 		l, r := i, i+1
 		for l > 0 && !taken(l-1) && pol.level(xs[l-1]) <= lx && pol.fits(xs, l-1, r) {
 			l--
-			size += xs[l].Size
 		}
 		for r < len(xs) && !taken(r) && pol.level(xs[r]) <= lx && pol.fits(xs, l, r+1) {
-			size += xs[r].Size
 			r++
 		}
 		for k := l; k < r; k++ {
