@@ -56,6 +56,11 @@ const (
 	// mergeSparseMin: and only if that frees at least this much (a small
 	// object costs little to keep; its extents merge in their turn).
 	mergeSparseMin = 1 << 20
+	// mergeSparseAge: and only once it is this many times fan-in WAL
+	// segments old: until then, what is left in it is mostly extents
+	// that merge by level soon (a partition a segment or two short of
+	// fan-in), and reading the object for them alone would be wasted.
+	mergeSparseAge = 2
 	// mergeTick: merges are looked for after every roll and at least
 	// this often (retention and DeleteRecords leave objects sparse too).
 	mergeTick = 30 * time.Second
@@ -327,10 +332,15 @@ func (e *Engine) planMerges() []*packRun {
 	}
 	anySparse := false
 	e.objMu.Lock()
+	var newest uint64
+	for _, o := range e.objects {
+		newest = max(newest, o.walSeq)
+	}
 	for _, o := range e.objects {
 		if o.merge.scan == pl.scan {
 			n := o.merge.live
-			o.merge.sparse = n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin
+			o.merge.sparse = n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin &&
+				o.walSeq+mergeSparseAge*uint64(e.cfg.MergeFanIn) <= newest
 			anySparse = anySparse || o.merge.sparse
 		}
 	}

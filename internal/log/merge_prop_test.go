@@ -29,20 +29,29 @@ func TestMergeEvacuatesSparseObjects(t *testing.T) {
 		}
 		f.rolls(1)
 	}
+	// Old enough to be emptied: other data rolls on.
+	small := f.topics
+	f.topics = []string{"other"}
+	if _, err := f.e.CreateTopic(bg, "other", f.parts, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.rolls(mergeSparseAge * defaultMergeFanIn)
+	f.topics = small
 	before := f.views()
-	segments := func() int {
-		n := 0
+	// The segments holding the big partition's data.
+	segments := func() []string {
+		var keys []string
 		f.e.objMu.Lock()
 		for _, o := range f.e.objects {
-			if o.wal {
-				n++
+			if o.wal && o.size > 1<<20 {
+				keys = append(keys, o.key)
 			}
 		}
 		f.e.objMu.Unlock()
-		return n
+		return keys
 	}
-	if n := segments(); n != 3 {
-		t.Fatalf("%d adopted segments, want 3", n)
+	if n := len(segments()); n != 3 {
+		t.Fatalf("%d segments with the big partition's data, want 3", n)
 	}
 	if _, err := big.DeleteRecords(bg, -1); err != nil {
 		t.Fatal(err)
@@ -50,8 +59,8 @@ func TestMergeEvacuatesSparseObjects(t *testing.T) {
 	f.merge()
 	f.same(before)
 	f.noLeaks()
-	if n := segments(); n != 0 {
-		t.Fatalf("%d adopted segments left", n)
+	if left := segments(); len(left) != 0 {
+		t.Fatalf("segments %v left: they were not emptied", left)
 	}
 	f.e = f.v.restart(f.e)
 	f.same(before)
