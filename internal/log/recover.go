@@ -216,6 +216,12 @@ func (e *Engine) loadObjects(ctx context.Context, marker uint64, stale *[]meta.O
 			known[key] = false
 			continue
 		}
+		if err := e.loadExtentTable(ctx, key, rec); err != nil {
+			// Refuse to open rather than lose the partitions' place: a
+			// log end computed without these extents would hand their
+			// offsets out again.
+			return fmt.Errorf("%w: %v", ErrStorage, err)
+		}
 		o := &object{key: key, gen: rec.Gen, walSeq: rec.WALSeq, size: rec.Size, wal: rec.WAL}
 		e.objects[key] = o
 		e.m.objects.Inc()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -326,7 +327,11 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	if err := e.persistProducers(ctx, seq); err != nil {
 		return false, err
 	}
-	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, Extents: exts, WAL: true}
+	// The record points at the footer's extent table instead of holding
+	// a copy of it (version 3).
+	table := footer[len(footer)-segment.TrailerSize-4-len(exts)*segment.ExtentSize : len(footer)-segment.TrailerSize-4]
+	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, WAL: true, Count: len(exts),
+		TableAt: objSize - int64(segment.TrailerSize+4+len(table)), TableCRC: crc32.Checksum(table, batch.Castagnoli)}
 	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec)),
 		meta.Put(keyRolled, []byte(strconv.FormatUint(seq, 10)))); err != nil {
 		return false, fmt.Errorf("register objects: %w", err)
