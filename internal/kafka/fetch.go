@@ -142,6 +142,9 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 	if budget <= 0 {
 		budget = 1 << 62
 	}
+	if c := int64(rc.conn.srv.cfg.FetchMaxBytes); c > 0 && c < budget {
+		budget = c
+	}
 	errs := false
 	minOne := true // KIP-74: the first non-empty partition may exceed limits by one batch
 	for _, fp := range parts {
