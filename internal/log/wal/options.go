@@ -27,6 +27,14 @@ type Options struct {
 	// fsynced and closed. It may block (backpressure: the writer writes
 	// nothing meanwhile) but must not wait for the writer.
 	OnRoll func(seq uint64)
+	// Delay, when set, is called in the writer goroutine before each group
+	// commit is written, with the group's size; the writer first waits
+	// as long as it returns (Close and Kill cut the wait short). It lets
+	// the work the WAL feeds (the roller) slow the writer down gradually
+	// as it falls behind, well before OnRoll has to block it: appends
+	// wait longer, and join bigger groups, rather than stopping. Nil
+	// costs nothing.
+	Delay func(groupBytes int64) time.Duration
 	// OnWrite and OnSync report metrics; optional.
 	OnWrite func(bytes int, entries int, d time.Duration)
 	OnSync  func(d time.Duration)

@@ -373,6 +373,9 @@ func (w *Writer) flushOnce() {
 		close(g.durable)
 		return
 	}
+	if w.o.Delay != nil {
+		w.delay(groupBytes(g))
+	}
 	if w.o.SinkAsync != nil {
 		w.sinkGroupAsync(g)
 		return
@@ -425,6 +428,21 @@ func (w *Writer) flushOnce() {
 	}
 	if w.size >= w.o.SegmentBytes {
 		w.rollSegment()
+	}
+}
+
+// delay waits as long as Options.Delay asks before a group of n bytes is
+// written, or until the writer is told to stop.
+func (w *Writer) delay(n int) {
+	d := w.o.Delay(int64(n))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.stop:
 	}
 }
 
