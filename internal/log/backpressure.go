@@ -17,14 +17,15 @@ import (
 // take. The rate is what the roller has been managing, scaled by (1-x)/x,
 // where x is how far the unrolled data is from the soft threshold (0) to
 // the hard limit (1): far above the roller's speed just past the
-// threshold, equal to it halfway, and falling to nothing at the limit. So
-// appends wait a little longer, and join bigger groups, rather than stop;
-// the writer settles at the roller's pace halfway up; and the hard stall is
-// reached only if the roller all but stops.
+// threshold, equal to it halfway, and falling to nothing at the limit. The
+// writer asks again every wal.DelaySlice, so the wait follows the roller's
+// progress. Appends wait a little longer, and join bigger groups, rather
+// than stop; the writer settles at the roller's pace halfway up; and the
+// hard stall is reached only if the roller all but stops.
 
-// maxWALDelay bounds one group commit's wait: a roller that caught up
-// during it costs at most this once.
-const maxWALDelay = 100 * time.Millisecond
+// maxWALDelay bounds one group commit's wait. Past it the roller is all
+// but stopped, and the hard stall is near.
+const maxWALDelay = time.Second
 
 // rollEWMA weighs the latest roll in the roller's moving-average speed.
 const rollEWMA = 0.3
@@ -38,8 +39,10 @@ type pendingRoll struct {
 // rollPressure is the state walDelay reads.
 type rollPressure struct {
 	open     atomic.Int64 // bytes written to the open segment (writer goroutine)
-	segments atomic.Int64 // closed segments waiting: len(Engine.rollQueue)
-	pending  atomic.Int64 // their bytes
+	segments atomic.Int64 // closed segments waiting: len(Engine.rollQueue), set under objMu
+	pending  atomic.Int64 // their bytes, set under objMu
+
+	waited time.Duration // the group commit being held back (writer goroutine)
 
 	// Guarded by Engine.objMu.
 	rollStart time.Time // when the roller took the head segment; zero: idle
@@ -52,10 +55,8 @@ func (e *Engine) queueRoll(seq uint64, bytes int64) int {
 	e.objMu.Lock()
 	e.rollQueue = append(e.rollQueue, pendingRoll{seq: seq, bytes: bytes})
 	n := len(e.rollQueue)
+	e.setRollPending(n, bytes)
 	e.objMu.Unlock()
-	e.bp.segments.Store(int64(n))
-	e.m.rollBytesPending.Set(float64(e.bp.pending.Add(bytes)))
-	e.m.rollPending.Set(float64(n))
 	return n
 }
 
@@ -90,15 +91,20 @@ func (e *Engine) rolled(r pendingRoll) {
 		}
 	}
 	e.rollQueue = e.rollQueue[1:]
-	n := len(e.rollQueue)
+	e.setRollPending(len(e.rollQueue), -r.bytes)
 	close(e.rollDone)
 	e.rollDone = make(chan struct{})
 	e.objMu.Unlock()
-	e.bp.segments.Store(int64(n))
-	e.m.rollBytesPending.Set(float64(e.bp.pending.Add(-r.bytes)))
-	e.m.rollPending.Set(float64(n))
 	e.m.rollSeconds.Observe(d.Seconds())
 	e.rolledUpTo.Store(r.seq)
+}
+
+// setRollPending publishes the roll queue's length n after its bytes
+// changed by delta. The caller holds objMu, so that updates land in order.
+func (e *Engine) setRollPending(n int, delta int64) {
+	e.bp.segments.Store(int64(n))
+	e.m.rollPending.Set(float64(n))
+	e.m.rollBytesPending.Set(float64(e.bp.pending.Add(delta)))
 }
 
 // rollDebt is how far the unrolled WAL data is between the soft threshold
@@ -114,40 +120,53 @@ func (e *Engine) rollDebt() float64 {
 	return min(max(x, 0), 1)
 }
 
-// walDelay is the WAL writer's Delay hook: how long to wait before writing
-// a group commit of n bytes. See the top of this file.
-func (e *Engine) walDelay(n int64) time.Duration {
+// walDelay is the WAL writer's Delay hook: how much longer to hold back a
+// group commit of n bytes that has waited so long already. Asked again
+// every wal.DelaySlice, it follows the roller: a roll that completes
+// shortens the wait at once. See the top of this file.
+func (e *Engine) walDelay(n int64, waited time.Duration) time.Duration {
+	if waited > 0 {
+		e.m.walDelaySeconds.Add((waited - e.bp.waited).Seconds())
+	}
+	e.bp.waited = waited
+	d := e.groupDelay(n) - waited
+	if d <= 0 {
+		return 0
+	}
+	if waited == 0 {
+		e.m.walDelays.Inc()
+	}
+	return d
+}
+
+// groupDelay is how long a group commit of n bytes should wait in all.
+func (e *Engine) groupDelay(n int64) time.Duration {
 	x := e.rollDebt()
 	if x <= 0 {
 		return 0
 	}
-	d := maxWALDelay
-	if x < 1 {
-		e.objMu.Lock()
-		rate, start := e.bp.rate, e.bp.rollStart
-		var head int64
-		if len(e.rollQueue) > 0 {
-			head = e.rollQueue[0].bytes
-		}
-		e.objMu.Unlock()
-		// A roll running longer than the average says the roller is
-		// slower now (or stuck): the speed it shows on it is the bound.
-		if el := time.Since(start); !start.IsZero() && el > 0 {
-			if v := float64(head) / el.Seconds(); rate == 0 || v < rate {
-				rate = v
-			}
-		}
-		if rate <= 0 {
-			return 0
-		}
-		if s := float64(n) * x / (rate * (1 - x)); s < d.Seconds() {
-			d = time.Duration(s * float64(time.Second))
+	if x >= 1 {
+		return maxWALDelay
+	}
+	e.objMu.Lock()
+	rate, start := e.bp.rate, e.bp.rollStart
+	var head int64
+	if len(e.rollQueue) > 0 {
+		head = e.rollQueue[0].bytes
+	}
+	e.objMu.Unlock()
+	// A roll running longer than the average says the roller is slower
+	// now (or stuck): the speed it shows on it is the bound.
+	if el := time.Since(start); !start.IsZero() && el > 0 {
+		if v := float64(head) / el.Seconds(); rate == 0 || v < rate {
+			rate = v
 		}
 	}
-	if d <= 0 {
+	if rate <= 0 {
 		return 0
 	}
-	e.m.walDelays.Inc()
-	e.m.walDelaySeconds.Add(d.Seconds())
-	return d
+	if s := float64(n) * x / (rate * (1 - x)); s < maxWALDelay.Seconds() {
+		return time.Duration(s * float64(time.Second))
+	}
+	return maxWALDelay
 }

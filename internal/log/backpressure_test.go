@@ -90,7 +90,7 @@ func TestRollBackpressureDelaysFirst(t *testing.T) {
 	if metricValue(t, e.m.walDelaySeconds) <= 0 {
 		t.Fatal("a delayed group commit, and no delay time counted")
 	}
-	if d := e.walDelay(int64(len(b))); d <= 0 {
+	if d := e.groupDelay(int64(len(b))); d <= 0 {
 		t.Fatalf("with the roller stuck and %d segments pending, the hook asks for no delay", e.bp.segments.Load())
 	}
 	if got := metricValue(t, e.m.rollBytesPending); got < seg {
@@ -121,7 +121,7 @@ func TestRollBackpressureDelaysFirst(t *testing.T) {
 	if err := e.forceRoll(bg); err != nil {
 		t.Fatal(err)
 	}
-	if d := e.walDelay(int64(len(b))); d != 0 {
+	if d := e.groupDelay(int64(len(b))); d != 0 {
 		t.Fatalf("roller caught up, and the hook still asks for %v", d)
 	}
 	if metricValue(t, e.m.rollPending) != 0 || metricValue(t, e.m.rollBytesPending) != 0 {

@@ -22,34 +22,34 @@ func commitEntry(t *testing.T, w *Writer, owner any, end int64) Reservation {
 }
 
 // TestWriterDelay: Options.Delay is asked before every group commit with
-// the group's size, the writer waits as long as it says before writing, and
-// Close cuts the wait short, still writing and syncing the group.
+// the group's size, the writer holds the group back while it asks for more
+// time, asking again with the time waited so far, and Close cuts the wait
+// short, still writing and syncing the group.
 func TestWriterDelay(t *testing.T) {
 	dir := t.TempDir()
+	type ask struct {
+		n      int64
+		waited time.Duration
+	}
 	var mu sync.Mutex
-	var sizes []int64
+	var asks []ask
 	asked := make(chan struct{}, 1)
-	hold := true // the first group waits "an hour"
-	w, err := Open(Options{Dir: dir, Mode: SyncEvery, Delay: func(n int64) time.Duration {
+	w, err := Open(Options{Dir: dir, Mode: SyncEvery, Delay: func(n int64, waited time.Duration) time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
-		sizes = append(sizes, n)
+		asks = append(asks, ask{n, waited})
 		select {
 		case asked <- struct{}{}:
 		default:
 		}
-		if hold {
-			hold = false
-			return time.Hour
-		}
-		return time.Millisecond
+		return time.Hour
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := commitEntry(t, w, 1, 1)
 	<-asked
-	// The writer was told to wait an hour: the group cannot be written.
+	<-asked // asked again: the wait goes on in slices
 	select {
 	case <-r.G.Written():
 		t.Fatal("a delayed group was written before its delay ended")
@@ -67,19 +67,25 @@ func TestWriterDelay(t *testing.T) {
 		t.Fatal("Close returned with the delayed group not durable")
 	}
 	mu.Lock()
-	if len(sizes) != 1 || sizes[0] != int64(len(r.Buf)) {
-		t.Fatalf("Delay asked about groups of %v bytes, want one of %d", sizes, len(r.Buf))
+	if len(asks) < 2 || asks[0].waited != 0 || asks[1].waited < DelaySlice {
+		t.Fatalf("asks %+v: want the first with nothing waited, the next after a slice", asks)
 	}
+	for _, a := range asks {
+		if a.n != int64(len(r.Buf)) {
+			t.Fatalf("Delay asked about a group of %d bytes, want %d", a.n, len(r.Buf))
+		}
+	}
+	asks = nil
 	mu.Unlock()
 
-	// A short delay: every group is asked about and written, and the
-	// sizes add up to what was written.
-	var total int64
-	w, err = Open(Options{Dir: dir, Mode: SyncEvery, FirstSeq: 1, Delay: func(n int64) time.Duration {
+	// A delay of 3 ms a group: every group is asked about until it has
+	// waited that long, and the sizes add up to what was written.
+	const hold = 3 * time.Millisecond
+	w, err = Open(Options{Dir: dir, Mode: SyncEvery, FirstSeq: 1, Delay: func(n int64, waited time.Duration) time.Duration {
 		mu.Lock()
-		total += n
+		asks = append(asks, ask{n, waited})
 		mu.Unlock()
-		return time.Millisecond
+		return hold - waited
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +102,18 @@ func TestWriterDelay(t *testing.T) {
 	w.Close()
 	mu.Lock()
 	defer mu.Unlock()
+	var total int64
+	for i, a := range asks {
+		if a.waited == 0 {
+			total += a.n
+			if i > 0 && asks[i-1].waited < hold {
+				t.Fatalf("a group was written after waiting %v of %v", asks[i-1].waited, hold)
+			}
+		}
+	}
+	if last := asks[len(asks)-1]; last.waited < hold {
+		t.Fatalf("the last group was written after waiting %v of %v", last.waited, hold)
+	}
 	if total != want {
 		t.Fatalf("Delay was asked about %d bytes, %d written", total, want)
 	}

@@ -27,14 +27,16 @@ type Options struct {
 	// fsynced and closed. It may block (backpressure: the writer writes
 	// nothing meanwhile) but must not wait for the writer.
 	OnRoll func(seq uint64)
-	// Delay, when set, is called in the writer goroutine before each group
-	// commit is written, with the group's size; the writer first waits
-	// as long as it returns (Close and Kill cut the wait short). It lets
-	// the work the WAL feeds (the roller) slow the writer down gradually
-	// as it falls behind, well before OnRoll has to block it: appends
-	// wait longer, and join bigger groups, rather than stopping. Nil
-	// costs nothing.
-	Delay func(groupBytes int64) time.Duration
+	// Delay, when set, is asked in the writer goroutine, before each group
+	// commit is written, how much longer to hold it back: groupBytes is
+	// the group's size, waited how long it has been held back so far (0
+	// at the first ask). While it answers d > 0 the writer waits d, or
+	// DelaySlice if shorter, and asks again, so a delay lifted meanwhile
+	// ends the wait; Close and Kill cut it short. It lets the work the
+	// WAL feeds (the roller) slow the writer down gradually as it falls
+	// behind, well before OnRoll has to block it: appends wait longer,
+	// and join bigger groups, rather than stopping. Nil costs nothing.
+	Delay func(groupBytes int64, waited time.Duration) time.Duration
 	// OnWrite and OnSync report metrics; optional.
 	OnWrite func(bytes int, entries int, d time.Duration)
 	OnSync  func(d time.Duration)

@@ -431,18 +431,31 @@ func (w *Writer) flushOnce() {
 	}
 }
 
-// delay waits as long as Options.Delay asks before a group of n bytes is
-// written, or until the writer is told to stop.
+// DelaySlice is the longest the writer waits before asking Options.Delay
+// again.
+const DelaySlice = 10 * time.Millisecond
+
+// delay holds a group of n bytes back as long as Options.Delay asks, or
+// until the writer is told to stop.
 func (w *Writer) delay(n int) {
-	d := w.o.Delay(int64(n))
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-w.stop:
+	var start time.Time
+	var waited time.Duration
+	for {
+		d := w.o.Delay(int64(n), waited)
+		if d <= 0 {
+			return
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		t := time.NewTimer(min(d, DelaySlice))
+		select {
+		case <-t.C:
+		case <-w.stop:
+			t.Stop()
+			return
+		}
+		waited = time.Since(start)
 	}
 }
 
