@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/objstore"
 )
@@ -49,7 +50,7 @@ func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object,
 	}
 	if n > 4*cacheBlock || c.cap <= 0 {
 		buf := make([]byte, n)
-		if err := st.ReadAt(ctx, obj.key, buf, off); err != nil {
+		if err := c.load(ctx, st, obj, buf, off); err != nil {
 			return nil, err
 		}
 		return buf, nil
@@ -75,7 +76,7 @@ func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *o
 	if n > 4*cacheBlock || c.cap <= 0 {
 		l := len(dst)
 		dst = slices.Grow(dst, n)[:l+n]
-		if err := st.ReadAt(ctx, obj.key, dst[l:], off); err != nil {
+		if err := c.load(ctx, st, obj, dst[l:], off); err != nil {
 			return nil, err
 		}
 		return dst, nil
@@ -111,7 +112,7 @@ func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object
 	c.m.cacheMisses.Inc()
 	n := min(int64(cacheBlock), obj.size-blk*cacheBlock)
 	buf := make([]byte, n)
-	if err := st.ReadAt(ctx, obj.key, buf, blk*cacheBlock); err != nil {
+	if err := c.load(ctx, st, obj, buf, blk*cacheBlock); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -129,6 +130,17 @@ func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object
 		c.size -= int64(len(ce.data))
 	}
 	return buf, nil
+}
+
+// load reads len(buf) bytes of obj at off from the store.
+func (c *blockCache) load(ctx context.Context, st objstore.Storage, obj *object, buf []byte, off int64) error {
+	start := time.Now()
+	if err := st.ReadAt(ctx, obj.key, buf, off); err != nil {
+		return err
+	}
+	c.m.objectReads.Observe(time.Since(start).Seconds())
+	c.m.objectRead.Add(float64(len(buf)))
+	return nil
 }
 
 // drop forgets every block of obj.
