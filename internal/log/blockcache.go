@@ -13,26 +13,46 @@ import (
 
 // blockCache caches fixed-size blocks of objects. Objects are immutable, so
 // entries never go stale; they are dropped when their object is deleted or
-// by LRU.
+// by LRU. Besides the blocks readers load, it holds the objects this
+// engine has just written (fill), so that readers of recent data find it
+// in memory.
 type blockCache struct {
 	mu    sync.Mutex
 	cap   int64
-	size  int64
-	lru   *list.List // of *cacheBlock, front = most recent
+	size  int64      // bytes kept alive by the cached blocks
+	lru   *list.List // of *cacheEntry, front = most recent
 	index map[cacheKey]*list.Element
 	m     *metrics
 }
 
 const cacheBlock = 256 << 10
 
+// maxCachedRead is the largest read that loads missing blocks into the
+// cache; a larger one is served from the cache only if it is all there,
+// else read from the store around the cache, so that one big scan does
+// not evict everything else.
+const maxCachedRead = 4 * cacheBlock
+
 type cacheKey struct {
 	obj string
 	blk int64
 }
 
+// cacheEntry is one cached block. Its data may alias a larger buffer that
+// other blocks share (back): one read of several blocks, or an object
+// written through. A slice keeps its whole buffer allocated, so such a
+// buffer counts in full towards the cache's size from the first of its
+// blocks cached to the last one evicted.
 type cacheEntry struct {
 	k    cacheKey
 	data []byte
+	back *cacheBuf // nil: data is its own allocation
+}
+
+// cacheBuf is a buffer several cached blocks alias.
+type cacheBuf struct {
+	size int64
+	refs int // cached blocks aliasing it; guarded by blockCache.mu
 }
 
 func newBlockCache(capacity int64, m *metrics) *blockCache {
@@ -40,40 +60,46 @@ func newBlockCache(capacity int64, m *metrics) *blockCache {
 }
 
 // read returns n bytes of obj at off. The result may alias the cache and
-// must not be modified. Reads larger than a few blocks bypass the cache.
+// must not be modified.
 func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object, off int64, n int) ([]byte, error) {
-	if n < 0 || off < 0 || off+int64(n) > obj.size {
-		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
+	if err := checkRange(obj, off, n); err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	if n > 4*cacheBlock || c.cap <= 0 {
-		buf := make([]byte, n)
-		if err := c.load(ctx, st, obj, buf, off); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	if first == lastBlk {
-		b, err := c.block(ctx, st, obj, first)
+	if c.cap > 0 && off/cacheBlock == (off+int64(n)-1)/cacheBlock {
+		bs, err := c.blocks(ctx, st, obj, off/cacheBlock, off/cacheBlock)
 		if err != nil {
 			return nil, err
 		}
-		s := off - first*cacheBlock
-		return b[s : s+int64(n) : s+int64(n)], nil
+		s := off % cacheBlock
+		return bs[0][s : s+int64(n) : s+int64(n)], nil
 	}
 	return c.appendRead(ctx, st, obj, off, n, make([]byte, 0, n))
 }
 
-// appendRead appends n bytes of obj at off to dst. Without a cache (or for
-// a large read) the store reads straight into dst's spare capacity.
+// appendRead appends n bytes of obj at off to dst. Without a cache, or for
+// a large read not wholly cached, the store reads straight into dst's
+// spare capacity.
 func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *object, off int64, n int, dst []byte) ([]byte, error) {
-	if n < 0 || off < 0 || off+int64(n) > obj.size {
-		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
+	if err := checkRange(obj, off, n); err != nil {
+		return nil, err
 	}
-	if n > 4*cacheBlock || c.cap <= 0 {
+	if n == 0 {
+		return dst, nil
+	}
+	first, last := off/cacheBlock, (off+int64(n)-1)/cacheBlock
+	var bs [][]byte
+	if c.cap > 0 && n <= maxCachedRead {
+		var err error
+		if bs, err = c.blocks(ctx, st, obj, first, last); err != nil {
+			return nil, err
+		}
+	} else if c.cap > 0 {
+		bs = c.cached(obj, first, last)
+	}
+	if bs == nil {
 		l := len(dst)
 		dst = slices.Grow(dst, n)[:l+n]
 		if err := c.load(ctx, st, obj, dst[l:], off); err != nil {
@@ -81,17 +107,14 @@ func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *o
 		}
 		return dst, nil
 	}
-	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	for blk := first; n > 0 && blk <= lastBlk; blk++ {
-		b, err := c.block(ctx, st, obj, blk)
-		if err != nil {
-			return nil, err
-		}
+	dst = slices.Grow(dst, n)
+	for i, b := range bs {
+		blk := first + int64(i)
 		lo, hi := int64(0), int64(len(b))
 		if blk == first {
 			lo = off - blk*cacheBlock
 		}
-		if blk == lastBlk {
+		if blk == last {
 			hi = off + int64(n) - blk*cacheBlock
 		}
 		dst = append(dst, b[lo:hi]...)
@@ -99,37 +122,132 @@ func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *o
 	return dst, nil
 }
 
-func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object, blk int64) ([]byte, error) {
-	k := cacheKey{obj.key, blk}
+func checkRange(obj *object, off int64, n int) error {
+	if n < 0 || off < 0 || off+int64(n) > obj.size {
+		return fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
+	}
+	return nil
+}
+
+// cached returns blocks first..last of obj if every one is cached, else
+// nil.
+func (c *blockCache) cached(obj *object, first, last int64) [][]byte {
+	bs := make([][]byte, 0, last-first+1)
 	c.mu.Lock()
-	if el, ok := c.index[k]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		c.m.cacheHits.Inc()
-		return el.Value.(*cacheEntry).data, nil
+	for blk := first; blk <= last; blk++ {
+		el, ok := c.index[cacheKey{obj.key, blk}]
+		if !ok {
+			c.mu.Unlock()
+			return nil
+		}
+		bs = append(bs, el.Value.(*cacheEntry).data)
+	}
+	for blk := first; blk <= last; blk++ {
+		c.lru.MoveToFront(c.index[cacheKey{obj.key, blk}])
 	}
 	c.mu.Unlock()
-	c.m.cacheMisses.Inc()
-	n := min(int64(cacheBlock), obj.size-blk*cacheBlock)
-	buf := make([]byte, n)
-	if err := c.load(ctx, st, obj, buf, blk*cacheBlock); err != nil {
-		return nil, err
+	c.m.cacheHits.Add(float64(len(bs)))
+	return bs
+}
+
+// blocks returns blocks first..last of obj, loading the missing ones into
+// the cache: each run of consecutive missing blocks with one read.
+func (c *blockCache) blocks(ctx context.Context, st objstore.Storage, obj *object, first, last int64) ([][]byte, error) {
+	bs := make([][]byte, last-first+1)
+	missing := 0
+	c.mu.Lock()
+	for i := range bs {
+		if el, ok := c.index[cacheKey{obj.key, first + int64(i)}]; ok {
+			c.lru.MoveToFront(el)
+			bs[i] = el.Value.(*cacheEntry).data
+		} else {
+			missing++
+		}
+	}
+	c.mu.Unlock()
+	c.m.cacheHits.Add(float64(len(bs) - missing))
+	if missing == 0 {
+		return bs, nil
+	}
+	c.m.cacheMisses.Add(float64(missing))
+	for i := 0; i < len(bs); {
+		if bs[i] != nil {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(bs) && bs[j] == nil {
+			j++
+		}
+		off := (first + int64(i)) * cacheBlock
+		buf := make([]byte, min((first+int64(j))*cacheBlock, obj.size)-off)
+		if err := c.load(ctx, st, obj, buf, off); err != nil {
+			return nil, err
+		}
+		c.insert(obj, first+int64(i), buf, bs[i:j])
+		i = j
+	}
+	return bs, nil
+}
+
+// fill caches body, all of obj, which this engine has just written, unless
+// it would take more than a quarter of the cache. The blocks alias body,
+// which must not be modified afterwards.
+func (c *blockCache) fill(obj *object, body []byte) {
+	if c.cap <= 0 || int64(len(body)) != obj.size || int64(len(body)) > c.cap/4 {
+		return
+	}
+	c.insert(obj, 0, body, nil)
+}
+
+// insert caches buf, obj's blocks from first on, and stores in out (if not
+// nil) each block as cached: buf's, or the one a concurrent reader cached
+// first.
+func (c *blockCache) insert(obj *object, first int64, buf []byte, out [][]byte) {
+	var back *cacheBuf
+	if len(buf) > cacheBlock {
+		back = &cacheBuf{size: int64(len(buf))}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.index[k]; ok {
-		return el.Value.(*cacheEntry).data, nil
+	for i := 0; i*cacheBlock < len(buf); i++ {
+		k := cacheKey{obj.key, first + int64(i)}
+		b := buf[i*cacheBlock : min((i+1)*cacheBlock, len(buf)) : min((i+1)*cacheBlock, len(buf))]
+		if el, ok := c.index[k]; ok {
+			b = el.Value.(*cacheEntry).data
+		} else {
+			c.index[k] = c.lru.PushFront(&cacheEntry{k: k, data: b, back: back})
+			switch {
+			case back == nil:
+				c.size += int64(len(b))
+			case back.refs == 0:
+				c.size += back.size
+			}
+			if back != nil {
+				back.refs++
+			}
+		}
+		if out != nil {
+			out[i] = b
+		}
 	}
-	c.index[k] = c.lru.PushFront(&cacheEntry{k: k, data: buf})
-	c.size += n
 	for c.size > c.cap && c.lru.Len() > 0 {
-		el := c.lru.Back()
-		ce := el.Value.(*cacheEntry)
-		c.lru.Remove(el)
-		delete(c.index, ce.k)
-		c.size -= int64(len(ce.data))
+		c.removeLocked(c.lru.Back())
 	}
-	return buf, nil
+}
+
+func (c *blockCache) removeLocked(el *list.Element) {
+	ce := el.Value.(*cacheEntry)
+	c.lru.Remove(el)
+	delete(c.index, ce.k)
+	switch {
+	case ce.back == nil:
+		c.size -= int64(len(ce.data))
+	default:
+		if ce.back.refs--; ce.back.refs == 0 {
+			c.size -= ce.back.size
+		}
+	}
 }
 
 // load reads len(buf) bytes of obj at off from the store.
@@ -149,9 +267,7 @@ func (c *blockCache) drop(obj *object) {
 	defer c.mu.Unlock()
 	for blk := int64(0); blk*cacheBlock < obj.size; blk++ {
 		if el, ok := c.index[cacheKey{obj.key, blk}]; ok {
-			c.lru.Remove(el)
-			delete(c.index, cacheKey{obj.key, blk})
-			c.size -= int64(len(el.Value.(*cacheEntry).data))
+			c.removeLocked(el)
 		}
 	}
 }

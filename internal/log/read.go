@@ -135,16 +135,62 @@ func (p *Partition) readTailLocked(offset int64, maxBytes int32, minOne bool, hw
 	return out
 }
 
-// readExtents reads from the first extent holding a batch at or after offset.
+// readExtents reads from the first extent holding a batch at or after
+// offset, and on into the extents after it while maxBytes allows: in
+// cluster mode an extent is often one group commit's worth, far less than
+// a fetch takes. Extents of adopted WAL segments are read one at a time.
 func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
-	i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset })
-	for ; i < len(exts); i++ {
-		data, found, err := e.readExtent(ctx, exts[i], offset, maxBytes, minOne)
-		if err != nil || found {
-			return data, found, err
+	type span struct {
+		x          *extent
+		start, end int64
+	}
+	var spans []span
+	found, total := false, int64(0)
+	for i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset }); i < len(exts); i++ {
+		x := exts[i]
+		if x.obj.wal {
+			if found {
+				break
+			}
+			data, ok, err := e.readWALExtent(ctx, x, offset, maxBytes, minOne)
+			if err != nil || ok {
+				return data, ok, err
+			}
+			continue
+		}
+		start, end, ok, err := e.extentSpan(ctx, x, offset, int64(maxBytes)-total, minOne && !found)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			continue // compacted away at and after offset
+		}
+		found = true
+		if end > start {
+			spans = append(spans, span{x, start, end})
+			total += end - start
+		}
+		if end < x.Size || total >= int64(maxBytes) {
+			break // the next batch does not fit
+		}
+		offset = x.Last + 1
+	}
+	switch len(spans) {
+	case 0:
+		return nil, found, nil
+	case 1:
+		sp := spans[0]
+		data, err := e.cache.read(ctx, e.store, sp.x.obj, sp.x.Pos+sp.start, int(sp.end-sp.start))
+		return data, true, err
+	}
+	out := make([]byte, 0, total)
+	for _, sp := range spans {
+		var err error
+		if out, err = e.cache.appendRead(ctx, e.store, sp.x.obj, sp.x.Pos+sp.start, int(sp.end-sp.start), out); err != nil {
+			return nil, false, err
 		}
 	}
-	return nil, false, nil
+	return out, true, nil
 }
 
 // smallExtent: extents up to this size are scanned from their start rather
@@ -203,18 +249,19 @@ func (e *Engine) batchHeader(ctx context.Context, x *extent, rel int64) (base, l
 	return base, last, maxTS, size, nil
 }
 
-func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
-	if x.obj.wal {
-		return e.readWALExtent(ctx, x, offset, maxBytes, minOne)
-	}
+// extentSpan finds the batches of x (not of an adopted WAL segment) to
+// read from offset on within maxBytes (at least one with minOne): the
+// relative range [start, end), empty when the first does not fit;
+// found=false when x holds no batch at or after offset.
+func (e *Engine) extentSpan(ctx context.Context, x *extent, offset, maxBytes int64, minOne bool) (start, end int64, found bool, err error) {
 	rel, err := e.seekExtent(ctx, x, offset)
 	if err != nil {
-		return nil, false, err
+		return 0, 0, false, err
 	}
 	for rel < x.Size {
 		_, last, _, size, err := e.batchHeader(ctx, x, rel)
 		if err != nil {
-			return nil, false, err
+			return 0, 0, false, err
 		}
 		if last >= offset {
 			break
@@ -222,24 +269,20 @@ func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxByt
 		rel += size
 	}
 	if rel >= x.Size {
-		return nil, false, nil
+		return 0, 0, false, nil
 	}
-	start, end := rel, rel
+	start, end = rel, rel
 	for end < x.Size {
 		_, _, _, size, err := e.batchHeader(ctx, x, end)
 		if err != nil {
-			return nil, false, err
+			return 0, 0, false, err
 		}
-		if end-start+size > int64(maxBytes) && !(end == start && minOne) {
+		if end-start+size > maxBytes && !(end == start && minOne) {
 			break
 		}
 		end += size
 	}
-	if end == start {
-		return nil, true, nil
-	}
-	data, err := e.cache.read(ctx, e.store, x.obj, x.Pos+start, int(end-start))
-	return data, true, err
+	return start, end, true, nil
 }
 
 // walBatch reads the header of batch j of an extent of an adopted WAL
