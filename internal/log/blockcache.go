@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"fmt"
@@ -42,16 +43,19 @@ type cacheKey struct {
 // other blocks share (back): one read of several blocks, or an object
 // written through. A slice keeps its whole buffer allocated, so such a
 // buffer counts in full towards the cache's size from the first of its
-// blocks cached to the last one evicted.
+// blocks cached to the last one evicted. An entry never changes once
+// made, so it may be read without the lock.
 type cacheEntry struct {
 	k    cacheKey
 	data []byte
 	back *cacheBuf // nil: data is its own allocation
 }
 
-// cacheBuf is a buffer several cached blocks alias.
+// cacheBuf is a buffer several cached blocks alias: obj's bytes from base
+// on.
 type cacheBuf struct {
-	size int64
+	data []byte
+	base int64
 	refs int // cached blocks aliasing it; guarded by blockCache.mu
 }
 
@@ -62,64 +66,99 @@ func newBlockCache(capacity int64, m *metrics) *blockCache {
 // read returns n bytes of obj at off. The result may alias the cache and
 // must not be modified.
 func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object, off int64, n int) ([]byte, error) {
-	if err := checkRange(obj, off, n); err != nil {
+	ps, ok, err := c.slices(ctx, st, obj, off, n, nil)
+	if err != nil || ok {
+		return join(ps), err
+	}
+	buf := make([]byte, n)
+	if err := c.load(ctx, st, obj, buf, off); err != nil {
 		return nil, err
 	}
-	if n == 0 {
-		return nil, nil
-	}
-	if c.cap > 0 && off/cacheBlock == (off+int64(n)-1)/cacheBlock {
-		bs, err := c.blocks(ctx, st, obj, off/cacheBlock, off/cacheBlock)
-		if err != nil {
-			return nil, err
-		}
-		s := off % cacheBlock
-		return bs[0][s : s+int64(n) : s+int64(n)], nil
-	}
-	return c.appendRead(ctx, st, obj, off, n, make([]byte, 0, n))
+	return buf, nil
 }
 
 // appendRead appends n bytes of obj at off to dst. Without a cache, or for
 // a large read not wholly cached, the store reads straight into dst's
 // spare capacity.
 func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *object, off int64, n int, dst []byte) ([]byte, error) {
-	if err := checkRange(obj, off, n); err != nil {
+	ps, ok, err := c.slices(ctx, st, obj, off, n, nil)
+	if err != nil {
 		return nil, err
 	}
-	if n == 0 {
+	if ok {
+		dst = slices.Grow(dst, n)
+		for _, p := range ps {
+			dst = append(dst, p...)
+		}
 		return dst, nil
+	}
+	l := len(dst)
+	dst = slices.Grow(dst, n)[:l+n]
+	if err := c.load(ctx, st, obj, dst[l:], off); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+// slices appends to ps the bytes [off, off+n) of obj as slices of cached
+// blocks, loading the missing ones; they alias the cache and must not be
+// modified. ok=false (ps unchanged) for a read the cache does not serve:
+// no cache, or a large read not wholly cached, which the caller reads from
+// the store.
+func (c *blockCache) slices(ctx context.Context, st objstore.Storage, obj *object, off int64, n int, ps [][]byte) (_ [][]byte, ok bool, _ error) {
+	if err := checkRange(obj, off, n); err != nil {
+		return nil, false, err
+	}
+	if n == 0 {
+		return ps, true, nil
+	}
+	if c.cap <= 0 {
+		return ps, false, nil
 	}
 	first, last := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	var bs [][]byte
-	if c.cap > 0 && n <= maxCachedRead {
+	var es []*cacheEntry
+	if n <= maxCachedRead {
 		var err error
-		if bs, err = c.blocks(ctx, st, obj, first, last); err != nil {
-			return nil, err
+		if es, err = c.blocks(ctx, st, obj, first, last); err != nil {
+			return nil, false, err
 		}
-	} else if c.cap > 0 {
-		bs = c.cached(obj, first, last)
+	} else if es = c.cached(obj, first, last); es == nil {
+		return ps, false, nil
 	}
-	if bs == nil {
-		l := len(dst)
-		dst = slices.Grow(dst, n)[:l+n]
-		if err := c.load(ctx, st, obj, dst[l:], off); err != nil {
-			return nil, err
+	if b := es[0].back; b != nil && len(es) > 1 {
+		same := true
+		for _, e := range es[1:] {
+			same = same && e.back == b
 		}
-		return dst, nil
+		if same { // one buffer holds it all: an object written through, or one load
+			return append(ps, b.data[off-b.base:off-b.base+int64(n):off-b.base+int64(n)]), true, nil
+		}
 	}
-	dst = slices.Grow(dst, n)
-	for i, b := range bs {
+	for i, e := range es {
 		blk := first + int64(i)
-		lo, hi := int64(0), int64(len(b))
+		lo, hi := int64(0), int64(len(e.data))
 		if blk == first {
 			lo = off - blk*cacheBlock
 		}
 		if blk == last {
 			hi = off + int64(n) - blk*cacheBlock
 		}
-		dst = append(dst, b[lo:hi]...)
+		ps = append(ps, e.data[lo:hi:hi])
 	}
-	return dst, nil
+	return ps, true, nil
+}
+
+// join returns ps as one slice: ps[0] itself when there is only one, else
+// a new buffer, which bytes.Join does not clear before copying into it (a
+// fetch-sized make would, and that costs as much as the copy).
+func join(ps [][]byte) []byte {
+	switch len(ps) {
+	case 0:
+		return nil
+	case 1:
+		return ps[0]
+	}
+	return bytes.Join(ps, nil)
 }
 
 func checkRange(obj *object, off int64, n int) error {
@@ -131,8 +170,8 @@ func checkRange(obj *object, off int64, n int) error {
 
 // cached returns blocks first..last of obj if every one is cached, else
 // nil.
-func (c *blockCache) cached(obj *object, first, last int64) [][]byte {
-	bs := make([][]byte, 0, last-first+1)
+func (c *blockCache) cached(obj *object, first, last int64) []*cacheEntry {
+	es := make([]*cacheEntry, 0, last-first+1)
 	c.mu.Lock()
 	for blk := first; blk <= last; blk++ {
 		el, ok := c.index[cacheKey{obj.key, blk}]
@@ -140,43 +179,43 @@ func (c *blockCache) cached(obj *object, first, last int64) [][]byte {
 			c.mu.Unlock()
 			return nil
 		}
-		bs = append(bs, el.Value.(*cacheEntry).data)
+		es = append(es, el.Value.(*cacheEntry))
 	}
 	for blk := first; blk <= last; blk++ {
 		c.lru.MoveToFront(c.index[cacheKey{obj.key, blk}])
 	}
 	c.mu.Unlock()
-	c.m.cacheHits.Add(float64(len(bs)))
-	return bs
+	c.m.cacheHits.Add(float64(len(es)))
+	return es
 }
 
 // blocks returns blocks first..last of obj, loading the missing ones into
 // the cache: each run of consecutive missing blocks with one read.
-func (c *blockCache) blocks(ctx context.Context, st objstore.Storage, obj *object, first, last int64) ([][]byte, error) {
-	bs := make([][]byte, last-first+1)
+func (c *blockCache) blocks(ctx context.Context, st objstore.Storage, obj *object, first, last int64) ([]*cacheEntry, error) {
+	es := make([]*cacheEntry, last-first+1)
 	missing := 0
 	c.mu.Lock()
-	for i := range bs {
+	for i := range es {
 		if el, ok := c.index[cacheKey{obj.key, first + int64(i)}]; ok {
 			c.lru.MoveToFront(el)
-			bs[i] = el.Value.(*cacheEntry).data
+			es[i] = el.Value.(*cacheEntry)
 		} else {
 			missing++
 		}
 	}
 	c.mu.Unlock()
-	c.m.cacheHits.Add(float64(len(bs) - missing))
+	c.m.cacheHits.Add(float64(len(es) - missing))
 	if missing == 0 {
-		return bs, nil
+		return es, nil
 	}
 	c.m.cacheMisses.Add(float64(missing))
-	for i := 0; i < len(bs); {
-		if bs[i] != nil {
+	for i := 0; i < len(es); {
+		if es[i] != nil {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(bs) && bs[j] == nil {
+		for j < len(es) && es[j] == nil {
 			j++
 		}
 		off := (first + int64(i)) * cacheBlock
@@ -184,10 +223,10 @@ func (c *blockCache) blocks(ctx context.Context, st objstore.Storage, obj *objec
 		if err := c.load(ctx, st, obj, buf, off); err != nil {
 			return nil, err
 		}
-		c.insert(obj, first+int64(i), buf, bs[i:j])
+		c.insert(obj, first+int64(i), buf, es[i:j])
 		i = j
 	}
-	return bs, nil
+	return es, nil
 }
 
 // fill caches body, all of obj, which this engine has just written, unless
@@ -201,34 +240,36 @@ func (c *blockCache) fill(obj *object, body []byte) {
 }
 
 // insert caches buf, obj's blocks from first on, and stores in out (if not
-// nil) each block as cached: buf's, or the one a concurrent reader cached
+// nil) each block's entry: buf's, or the one a concurrent reader cached
 // first.
-func (c *blockCache) insert(obj *object, first int64, buf []byte, out [][]byte) {
+func (c *blockCache) insert(obj *object, first int64, buf []byte, out []*cacheEntry) {
 	var back *cacheBuf
 	if len(buf) > cacheBlock {
-		back = &cacheBuf{size: int64(len(buf))}
+		back = &cacheBuf{data: buf, base: first * cacheBlock}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := 0; i*cacheBlock < len(buf); i++ {
 		k := cacheKey{obj.key, first + int64(i)}
-		b := buf[i*cacheBlock : min((i+1)*cacheBlock, len(buf)) : min((i+1)*cacheBlock, len(buf))]
+		end := min((i+1)*cacheBlock, len(buf))
+		var ce *cacheEntry
 		if el, ok := c.index[k]; ok {
-			b = el.Value.(*cacheEntry).data
+			ce = el.Value.(*cacheEntry)
 		} else {
-			c.index[k] = c.lru.PushFront(&cacheEntry{k: k, data: b, back: back})
+			ce = &cacheEntry{k: k, data: buf[i*cacheBlock : end : end], back: back}
+			c.index[k] = c.lru.PushFront(ce)
 			switch {
 			case back == nil:
-				c.size += int64(len(b))
+				c.size += int64(len(ce.data))
 			case back.refs == 0:
-				c.size += back.size
+				c.size += int64(len(back.data))
 			}
 			if back != nil {
 				back.refs++
 			}
 		}
 		if out != nil {
-			out[i] = b
+			out[i] = ce
 		}
 	}
 	for c.size > c.cap && c.lru.Len() > 0 {
@@ -245,7 +286,7 @@ func (c *blockCache) removeLocked(el *list.Element) {
 		c.size -= int64(len(ce.data))
 	default:
 		if ce.back.refs--; ce.back.refs == 0 {
-			c.size -= ce.back.size
+			c.size -= int64(len(ce.back.data))
 		}
 	}
 }

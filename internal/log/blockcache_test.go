@@ -69,6 +69,11 @@ func TestBlockCacheFilledObjectIsReadFromMemory(t *testing.T) {
 	if reads := st.take(); len(reads) != 0 {
 		t.Fatalf("reads of a filled object reached the store: %v", reads)
 	}
+	// Within one filled object a read across blocks is the object's own
+	// bytes, not a copy.
+	if got, _ := c.read(ctx, st, obj, 100, 3*cacheBlock); &got[0] != &body[100] {
+		t.Fatal("a read across blocks of a filled object was copied")
+	}
 	// Too large for the cache's share: not filled.
 	_, big, bigBody := cacheFixture(t, "o2", 4*cacheBlock)
 	small := newBlockCache(8*cacheBlock, newMetrics(nil))
@@ -100,6 +105,12 @@ func TestBlockCacheLoadsMissingRunsInOneRead(t *testing.T) {
 	}
 	if c.size != 5*cacheBlock {
 		t.Fatalf("size %d, want 5 blocks", c.size)
+	}
+	// Blocks 0-1 came in one read: a read across them is that buffer.
+	a, _ := c.read(ctx, st, obj, 5, cacheBlock)
+	b, _ := c.read(ctx, st, obj, 5, cacheBlock)
+	if &a[0] != &b[0] || !bytes.Equal(a, body[5:5+cacheBlock]) {
+		t.Fatal("a read within one load was copied, or wrong")
 	}
 	// A read larger than maxCachedRead: from the cache when all of it is
 	// there, else around it, caching nothing.

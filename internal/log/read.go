@@ -175,22 +175,28 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 		}
 		offset = x.Last + 1
 	}
-	switch len(spans) {
-	case 0:
+	if len(spans) == 0 {
 		return nil, found, nil
-	case 1:
-		sp := spans[0]
-		data, err := e.cache.read(ctx, e.store, sp.x.obj, sp.x.Pos+sp.start, int(sp.end-sp.start))
-		return data, true, err
 	}
-	out := make([]byte, 0, total)
+	// One span in the cache is returned as it lies there; anything else is
+	// gathered into one new buffer.
+	var ps [][]byte
 	for _, sp := range spans {
+		var ok bool
 		var err error
-		if out, err = e.cache.appendRead(ctx, e.store, sp.x.obj, sp.x.Pos+sp.start, int(sp.end-sp.start), out); err != nil {
+		off, n := sp.x.Pos+sp.start, int(sp.end-sp.start)
+		if ps, ok, err = e.cache.slices(ctx, e.store, sp.x.obj, off, n, ps); err != nil {
 			return nil, false, err
 		}
+		if !ok {
+			buf := make([]byte, n)
+			if err := e.cache.load(ctx, e.store, sp.x.obj, buf, off); err != nil {
+				return nil, false, err
+			}
+			ps = append(ps, buf)
+		}
 	}
-	return out, true, nil
+	return join(ps), true, nil
 }
 
 // smallExtent: extents up to this size are scanned from their start rather
