@@ -30,7 +30,8 @@
 // allocated on first use behind an atomic pointer.
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
-// partition.go (append, HW, waits), read.go (reads, object access, cache),
+// partition.go (append, HW, waits), read.go (reads, object access),
+// blockcache.go (the object block cache),
 // roll.go (WAL -> objects: adopt the file on a local store, else build),
 // backpressure.go (the roll queue slowing the WAL writer down),
 // recover.go (startup), retention.go (retention,

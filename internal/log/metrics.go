@@ -23,6 +23,8 @@ type metrics struct {
 	compactions   prometheus.Counter
 	cacheHits     prometheus.Counter
 	cacheMisses   prometheus.Counter
+	objectReads   prometheus.Histogram
+	objectRead    prometheus.Counter
 	duplicates    prometheus.Counter
 
 	// The roll queue (backpressure.go).
@@ -86,7 +88,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		compactions:  c("compactions_total", "Partition compactions completed."),
 		cacheHits:    c("block_cache_hits_total", "Object block cache hits."),
 		cacheMisses:  c("block_cache_misses_total", "Object block cache misses."),
-		duplicates:   c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
+		objectReads: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "object_read_seconds", Help: "Time to read one range of a data object from the object store (block cache misses and reads too large for the cache).",
+			Buckets: prometheus.ExponentialBuckets(5e-5, 2, 16)}),
+		objectRead: c("object_read_bytes_total", "Bytes read from data objects in the object store (block cache misses and reads too large for the cache)."),
+		duplicates: c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
 
 		rollBytesPending: gauge("wal_bytes_pending", "Bytes of the closed WAL segments not yet rolled into objects."),
 		rollSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
@@ -117,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls,
 			m.rollBytesPending, m.rollSeconds, m.walDelays, m.walDelaySeconds,
-			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates,
+			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.objectReads, m.objectRead, m.duplicates,
 			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
