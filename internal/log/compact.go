@@ -186,6 +186,11 @@ func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	rec := objectRecord{Gen: gen, WALSeq: 0, Size: int64(len(body)), Extents: segExts}
+	if !e.shared() && !e.beginRewrite(p, exts) {
+		_ = e.store.Delete(ctx, key) // a merge replaced some of the inputs; the next pass cleans again
+		return true, nil
+	}
+	defer e.endRewrite()
 	if err := e.md.Txn(ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
 		_ = e.store.Delete(ctx, key)
 		return true, fmt.Errorf("register compacted object: %w", err)

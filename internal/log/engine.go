@@ -118,6 +118,17 @@ type Config struct {
 	// MESSAGE_TOO_LARGE, and skipped by compaction and timestamp lookups
 	// if it was stored before the limit existed.
 	DecompressRatio int
+	// MergeFanIn is how many adjacent small extents of one size level
+	// the merge of small extents (merge.go, single node) rewrites into
+	// one (default 8; -1: no merging). Each byte is rewritten about once
+	// per level, log base MergeFanIn of how much a merged extent grows.
+	MergeFanIn int
+	// MergeObjectBytes bounds one merged object, and so the merge's
+	// buffer, and the largest extent a merge makes (default 16 MiB).
+	MergeObjectBytes int64
+	// MergeBytesPerSec paces the merge's writes (default 128 MiB/s;
+	// negative: only its duty cycle, at most half of one core).
+	MergeBytesPerSec int64
 	// Shared, when set, runs the engine in cluster mode over a shared object
 	// store and meta store (shared.go): Dir is unused.
 	Shared *SharedConfig
@@ -151,6 +162,9 @@ func DefaultConfig(dir string) Config {
 		CleanerShare:           0.5,
 		CompactBytesPerSec:     128 << 20,
 		ProducerIDExpiration:   24 * time.Hour,
+		MergeFanIn:             defaultMergeFanIn,
+		MergeObjectBytes:       16 << 20,
+		MergeBytesPerSec:       128 << 20,
 	}
 }
 
@@ -177,6 +191,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log: Config.CleanerShare must be in [0, 1] (0: default), got %v", c.CleanerShare)
 	case c.DecompressRatio < 0:
 		return fmt.Errorf("log: Config.DecompressRatio must be >= 0, got %d", c.DecompressRatio)
+	case c.MergeFanIn == 1 || c.MergeFanIn < -1:
+		return fmt.Errorf("log: Config.MergeFanIn must be 0 (default), -1 (off) or at least 2, got %d", c.MergeFanIn)
+	case c.MergeObjectBytes < 0 || c.MergeObjectBytes > 1<<30:
+		return fmt.Errorf("log: Config.MergeObjectBytes must be 0 (default) or at most 1 GiB, got %d", c.MergeObjectBytes)
 	}
 	return nil
 }
@@ -233,6 +251,15 @@ func (c *Config) fill() {
 	}
 	if c.DecompressRatio == 0 {
 		c.DecompressRatio = batch.DefaultDecompressRatio
+	}
+	if c.MergeFanIn == 0 {
+		c.MergeFanIn = d.MergeFanIn
+	}
+	if c.MergeObjectBytes == 0 {
+		c.MergeObjectBytes = d.MergeObjectBytes
+	}
+	if c.MergeBytesPerSec == 0 {
+		c.MergeBytesPerSec = d.MergeBytesPerSec
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -298,6 +325,19 @@ type Engine struct {
 
 	tailBytes atomic.Int64 // owned rolled tail bytes across partitions
 
+	// The merge of small extents (merge.go). mergeMu serializes merge
+	// passes and guards mergeBad (inputs found not to match their
+	// records, left alone). rewriteMu is held by whatever registers an
+	// object replacing extents (a merge, compaction) from checking its
+	// inputs are current until they are swapped out.
+	mergeMu   sync.Mutex
+	mergeBad  map[*extent]bool
+	planner   mergePlanner
+	mergeBuf  mergeBuffers
+	rewriteMu sync.Mutex
+	mm        *mergeMetrics
+	mergeHook func(stage string) error // tests: stop a merge as a crash would
+
 	// prodDirty: partitions whose rolled producer state changed since it
 	// was last persisted. Owned by the roller goroutine.
 	prodDirty map[*Partition]struct{}
@@ -346,7 +386,7 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
 		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1),
-		snapKick: make(chan struct{}, 1)}
+		snapKick: make(chan struct{}, 1), mm: newMergeMetrics(reg), mergeBad: map[*extent]bool{}}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
@@ -421,6 +461,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e.bg.Add(2)
 	go e.rollLoop()
 	go e.cleanLoop()
+	if cfg.Shared == nil {
+		e.bg.Add(1)
+		go e.mergeLoop()
+	}
 	if cfg.Shared != nil {
 		e.bg.Add(3)
 		go e.watchTopics()

@@ -170,3 +170,32 @@ func registerGCMetrics(reg prometheus.Registerer, e *Engine) {
 			func() float64 { _, b := e.gcPending(); return float64(b) }),
 	)
 }
+
+// mergeMetrics are the merge of small extents' (merge.go, single node).
+type mergeMetrics struct {
+	extents   prometheus.Gauge
+	merges    prometheus.Counter
+	inputs    prometheus.Counter
+	bytes     prometheus.Counter
+	readBytes prometheus.Counter
+	seconds   prometheus.Counter
+}
+
+func newMergeMetrics(reg prometheus.Registerer) *mergeMetrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help})
+	}
+	m := &mergeMetrics{
+		extents: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: "extents",
+			Help: "Extents (one partition's run of batches in one object) held by partitions, as of the last merge scan (single node)."}),
+		merges:    c("merges_total", "Merged objects written by the merge of small extents."),
+		inputs:    c("merge_input_extents_total", "Extents merged away (replaced by merged ones)."),
+		bytes:     c("merge_bytes_total", "Batch bytes rewritten by the merge of small extents."),
+		readBytes: c("merge_read_bytes_total", "Bytes the merge of small extents read from objects."),
+		seconds:   c("merge_seconds_total", "Time spent merging small extents (working, not pacing)."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.extents, m.merges, m.inputs, m.bytes, m.readBytes, m.seconds)
+	}
+	return m
+}

@@ -23,6 +23,13 @@ type object struct {
 	size   int64
 	wal    bool // adopted WAL segment: interleaved extents, dense index
 	live   int  // extents still referenced by a partition; guarded by Engine.objMu
+	// merge is the merge goroutine's scratch (merge.go): its live bytes
+	// as of the plan numbered scan.
+	merge struct {
+		live   int64
+		scan   uint64
+		sparse bool
+	}
 }
 
 // extent is one partition's run of batches inside an object.
