@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 )
@@ -168,5 +169,30 @@ func TestMergeConcurrentReads(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestReadDoesNotPinBlocks: a small read from an object is handed out as
+// a copy, not as a slice of a cached 256 KiB block, which a fetch over
+// many partitions would hold one of per partition until written out.
+func TestReadDoesNotPinBlocks(t *testing.T) {
+	f := newMergeFixture(t, []string{"a"}, 2, nil, func(c *Config) { c.TailBytesTotal = 1 }) // nothing kept in memory
+	f.rolls(10)
+	f.merge()
+	for _, p := range f.partitions() {
+		r, err := p.Read(bg, p.LogStartOffset(), 300, true)
+		if err != nil || len(r.Records) == 0 {
+			t.Fatalf("%s: %v", p, err)
+		}
+		at := uintptr(unsafe.Pointer(unsafe.SliceData(r.Records)))
+		c := f.e.cache
+		c.mu.Lock()
+		for el := c.lru.Front(); el != nil; el = el.Next() {
+			b := el.Value.(*cacheEntry).data
+			if lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))); at >= lo && at < lo+uintptr(len(b)) {
+				t.Errorf("%s: a read of %d bytes is a slice of a cached %d-byte block", p, len(r.Records), len(b))
+			}
+		}
+		c.mu.Unlock()
 	}
 }

@@ -25,7 +25,7 @@ import (
 // written a few small batches at a time, roll after roll, as a producer
 // spread over many partitions writes them.
 type mergeFixture struct {
-	t      *testing.T
+	t      testing.TB
 	v      *env
 	e      *Engine
 	topics []string
@@ -34,7 +34,7 @@ type mergeFixture struct {
 	ts     int64
 }
 
-func newMergeFixture(t *testing.T, topics []string, parts int32, configs map[string]string, cfg func(*Config)) *mergeFixture {
+func newMergeFixture(t testing.TB, topics []string, parts int32, configs map[string]string, cfg func(*Config)) *mergeFixture {
 	f := &mergeFixture{t: t, v: newEnv(t), topics: topics, parts: parts, rng: rand.New(rand.NewPCG(1, 2))}
 	f.v.cfg = cfg
 	f.e = f.v.open()
@@ -135,7 +135,7 @@ type logView struct {
 
 // view reads p whole, in small reads (so that reads end and start
 // everywhere in extents), and looks up every tenth batch's timestamps.
-func view(t *testing.T, p *Partition) logView {
+func view(t testing.TB, p *Partition) logView {
 	t.Helper()
 	v := logView{start: p.LogStartOffset(), hw: p.HighWatermark(), byTS: map[int64][2]int64{}}
 	for off := v.start; off < v.hw; {
@@ -178,7 +178,7 @@ func view(t *testing.T, p *Partition) logView {
 	return v
 }
 
-func (v *logView) equal(t *testing.T, p *Partition, w logView) {
+func (v *logView) equal(t testing.TB, p *Partition, w logView) {
 	t.Helper()
 	if v.start != w.start || v.hw != w.hw || len(v.batches) != len(w.batches) {
 		t.Fatalf("%s: [%d, %d) in %d batches, was [%d, %d) in %d", p, w.start, w.hw, len(w.batches), v.start, v.hw, len(v.batches))

@@ -206,7 +206,7 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 			ps = append(ps, buf)
 		}
 	}
-	return join(ps), true, nil
+	return handOut(ps), true, nil
 }
 
 // smallExtent: extents up to this size are scanned from their start rather
@@ -363,7 +363,7 @@ func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, max
 		return nil, true, nil
 	case len(spans) == 1:
 		data, err := e.cache.read(ctx, e.store, x.obj, spans[0].pos, int(spans[0].size))
-		return data, true, err
+		return handOut([][]byte{data}), true, err
 	}
 	out := make([]byte, 0, total)
 	for _, sp := range spans {

@@ -459,7 +459,7 @@ func TestSharedDuplicateAcrossFence(t *testing.T) {
 	}
 }
 
-func testEventually(t *testing.T, cond func() bool) {
+func testEventually(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
