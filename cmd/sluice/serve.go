@@ -38,6 +38,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"default-partitions", "default_partitions", "partitions for auto-created topics and CreateTopics with -1"},
 	{"auto-create-topics", "auto_create_topics", "create unknown topics on first metadata request (true/false)"},
 	{"max-request-bytes", "max_request_bytes", "largest request frame accepted (Kafka's socket.request.max.bytes)"},
+	{"fetch-max-bytes", "fetch_max_bytes", "most bytes one Fetch response returns, whatever the consumer asks (Kafka's broker fetch.max.bytes; 0: 55 MiB or a sixteenth of the memory budget)"},
 	{"queued-max-request-bytes", "queued_max_request_bytes", "bytes of requests all connections may hold at once; past it connections wait before reading more (Kafka's queued.max.request.bytes; -1: unbounded)"},
 	{"max-connections", "max_connections", "close new connections past this many open (Kafka's max.connections; 0: unlimited)"},
 	{"max-connections-per-ip", "max_connections_per_ip", "close new connections past this many open from one address (Kafka's max.connections.per.ip; 0: unlimited)"},

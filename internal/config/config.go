@@ -204,6 +204,10 @@ type Config struct {
 	// the bound, connections wait before reading more. -1: unbounded; 0:
 	// an eighth of the memory budget.
 	QueuedMaxRequestBytes int64 `yaml:"queued_max_request_bytes"`
+	// FetchMaxBytes caps one Fetch response (Kafka's broker
+	// fetch.max.bytes, default 55 MiB). 0: 55 MiB or a sixteenth of the
+	// memory budget, whichever is less.
+	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// MaxConnections and MaxConnectionsPerIP close new connections past
 	// that many open, on all listeners or from one address
 	// (max.connections, max.connections.per.ip). 0: unlimited.

@@ -28,6 +28,8 @@ const (
 	// unrolled: the one being written and the log's default pending
 	// limit of four closed ones.
 	walSegmentsInMemory = 5
+	// kafkaFetchMaxBytes is Kafka's default broker fetch.max.bytes.
+	kafkaFetchMaxBytes = 55 << 20
 )
 
 // MemoryPlan is what the budget gives each part of the broker, in bytes.
@@ -42,6 +44,8 @@ type MemoryPlan struct {
 	HeapLimit int64
 	// QueuedRequestBytes bounds requests read and not yet answered.
 	QueuedRequestBytes int64
+	// FetchResponseBytes caps one Fetch response (fetch.max.bytes).
+	FetchResponseBytes int64
 	// DecompressBytes bounds decompressions in flight.
 	DecompressBytes int64
 	// WALSegmentBytes is the WAL segment size: unrolled data is in memory
@@ -66,6 +70,7 @@ type MemoryPlan struct {
 //	heap limit          85 %  (the rest: stacks, the metadata store's
 //	                           mapped pages, the runtime's own)
 //	queued requests     1/8
+//	one Fetch response  1/16  (at most Kafka's 55 MiB)
 //	decompression       1/8   (at least 8 MiB)
 //	unrolled WAL data   1/8   (5 segments of at most 64 MiB)
 //	appends in flight   1/16
@@ -95,6 +100,7 @@ func (c *Config) Memory(machineBytes int64) MemoryPlan {
 		p.HeapLimit = 0 // none
 	}
 	p.QueuedRequestBytes = pick(c.QueuedMaxRequestBytes, b/8)
+	p.FetchResponseBytes = pick(int64(c.FetchMaxBytes), min(kafkaFetchMaxBytes, b/16))
 	p.DecompressBytes = pick(c.DecompressBudgetBytes, max(b/8, 8<<20))
 	seg := min(max(b/8/walSegmentsInMemory, minWALSegment), maxWALSegment)
 	p.WALSegmentBytes = pick(c.WALSegmentBytes, seg&^(1<<20-1))

@@ -9,6 +9,8 @@ func (c *Config) validateNetwork(bad func(key, format string, args ...any) error
 		return bad("max_request_bytes", "must be >= 1024, got %d", c.MaxRequestBytes)
 	case c.QueuedMaxRequestBytes != -1 && c.QueuedMaxRequestBytes != 0 && c.QueuedMaxRequestBytes < 1<<20:
 		return bad("queued_max_request_bytes", "must be -1 (unbounded), 0 (from the memory budget) or >= 1048576, got %d", c.QueuedMaxRequestBytes)
+	case c.FetchMaxBytes != 0 && c.FetchMaxBytes < 1024:
+		return bad("fetch_max_bytes", "must be 0 (from the memory budget) or >= 1024, got %d", c.FetchMaxBytes)
 	case c.MaxConnections < 0:
 		return bad("max_connections", "must be >= 0 (0: unlimited), got %d", c.MaxConnections)
 	case c.MaxConnectionsPerIP < 0:

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -450,5 +452,71 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	}
 	if err := roundTrip(other, 9); err != nil {
 		t.Fatalf("connection from another address: %v", err)
+	}
+}
+
+// TestFetchMaxBytesCapsResponses: fetch_max_bytes (Kafka's broker
+// fetch.max.bytes) cuts a Fetch that asks for more down to it; the first
+// batch still comes whole (KIP-74) and the consumer reads everything.
+func TestFetchMaxBytesCapsResponses(t *testing.T) {
+	const limit = 64 << 10
+	b := startLimited(t, func(c *config.Config) { c.FetchMaxBytes = limit })
+	topic := "fetch-cap"
+	testbroker.CreateTopic(t, b.Addr(), topic, 4, nil)
+	cl := testbroker.NewClient(t, b.Addr(), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(16<<10))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1000)
+	const records = 2000
+	for range records {
+		cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 100
+	req.MaxBytes = 100 << 20
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = td[topic].ID
+	for p := range int32(4) {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p
+		rp.PartitionMaxBytes = 100 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("partition %d: error %d", p.Partition, p.ErrorCode)
+			}
+			total += len(p.RecordBatches)
+		}
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("fetch error %d", resp.ErrorCode)
+	}
+	if total == 0 || total > limit+16<<10 {
+		t.Fatalf("a Fetch asking for 100 MiB got %d bytes of batches; want some, and at most %d plus one batch", total, limit)
+	}
+	cons := testbroker.NewClient(t, b.Addr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(100<<20))
+	for got := 0; got < records; {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", got, records, err)
+		}
+		got += fs.NumRecords()
 	}
 }

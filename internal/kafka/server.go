@@ -33,6 +33,10 @@ type Config struct {
 	// at the bound, connections wait to read their next request. <= 0:
 	// unbounded.
 	QueuedMaxRequestBytes int64
+	// FetchMaxBytes caps what one Fetch response returns, whatever the
+	// request asks (Kafka's broker fetch.max.bytes, KIP-541; the first
+	// batch may still exceed it, KIP-74). <= 0: the request's own limit.
+	FetchMaxBytes int32
 	// MaxConnections and MaxConnectionsPerIP refuse (close) a new
 	// connection past that many open, on all listeners together or from
 	// one address (Kafka's max.connections, max.connections.per.ip).

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/wal"
+	"github.com/sluice-mq/sluice/internal/meta/embedded"
 	"github.com/sluice-mq/sluice/internal/objstore"
 	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 )
@@ -270,5 +272,70 @@ func TestReadDenseWAL(t *testing.T) {
 	f.Close()
 	if _, err := p.Read(bg, 15, 1<<20, true); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "disagree") {
 		t.Fatalf("read of a corrupt batch: %v", err)
+	}
+}
+
+// TestAdoptedExtentTable: an adopted segment's record holds only where its
+// footer's extent table is (version 3), the engine reads the extents from
+// there when it opens, and a table that no longer matches its record stops
+// the open with a storage error instead of a log missing those extents.
+func TestAdoptedExtentTable(t *testing.T) {
+	v := newEnv(t)
+	e := v.open()
+	if _, err := e.CreateTopic(bg, "t", 300, nil); err != nil {
+		t.Fatal(err)
+	}
+	ts := v.clk.Now().UnixMilli()
+	for i := range int32(300) {
+		p, _ := e.Partition("t", i)
+		mustAppend(t, p, mkBatch(t, 0, ts, 2, nil, fmt.Sprintf("p%d", i)))
+	}
+	if err := e.forceRoll(bg); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := v.md.List(bg, keyObjects)
+	if err != nil || len(kvs) != 1 {
+		t.Fatalf("%d object records, %v", len(kvs), err)
+	}
+	rec, err := decodeObject(kvs[0].Value)
+	if err != nil || rec.TableAt == 0 || rec.Count != 300 || len(kvs[0].Value) != 41 {
+		t.Fatalf("record %+v (%d bytes), %v", rec, len(kvs[0].Value), err)
+	}
+	e = v.crash(e)
+	for i := range int32(300) {
+		p, _ := e.Partition("t", i)
+		if got := readAll(t, p, 1<<20); len(got) != 2 || string(got[1].value) != fmt.Sprintf("p%d-1", i) {
+			t.Fatalf("partition %d after reopen: %+v", i, got)
+		}
+	}
+	e.halt()
+	v.closeBackends()
+	// Flip a byte of the table in the object file itself.
+	key := strings.TrimPrefix(kvs[0].Key, keyObjects)
+	path := filepath.Join(v.dir, "objects", key)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, rec.TableAt+17); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := localfs.New(filepath.Join(v.dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := embedded.Open(filepath.Join(v.dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := DefaultConfig(filepath.Join(v.dir, "wal"))
+	cfg.Now = v.clk.Now
+	if e, err := Open(bg, cfg, s, m, nil, prometheus.NewRegistry()); err == nil || !errors.Is(err, ErrStorage) {
+		if e != nil {
+			e.Close()
+		}
+		t.Fatalf("open over a damaged extent table: %v", err)
 	}
 }

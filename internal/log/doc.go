@@ -32,11 +32,14 @@
 // allocated on first use behind an atomic pointer.
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
-// partition.go (append, HW, waits), read.go (reads, object access, cache),
+// partition.go (append, HW, waits), read.go (reads, object access),
+// blockcache.go (the object block cache),
 // roll.go (WAL -> objects: adopt the file on a local store, else build),
+// backpressure.go (the roll queue slowing the WAL writer down),
 // recover.go (startup), merge.go (single node: merging small extents;
 // mergeread.go builds a merged object, mergebuild.go registers and swaps
-// it), retention.go (retention, DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
+// it), retention.go (retention, DeleteRecords, object GC), compact.go
+// (cleaner), pace.go (the clean loop's share of time and I/O), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
 // txn.go (markers, LSO, aborted index, ReadCommitted),
 // metastate.go (meta keys and records), metrics.go. Cluster mode:

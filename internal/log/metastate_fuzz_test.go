@@ -43,6 +43,7 @@ func FuzzDecodeTopic(f *testing.F) {
 func FuzzDecodeObject(f *testing.F) {
 	f.Add(encodeObject(&objectRecord{Gen: 7, WALSeq: 3, Size: 100, Extents: []segment.Extent{{Base: 0, Last: 9, Pos: 0, Size: 60}}}))
 	f.Add(encodeObject(&objectRecord{Gen: 1, Size: 0, WAL: true}))
+	f.Add(encodeObject(&objectRecord{Gen: 2, WALSeq: 5, Size: 4096, WAL: true, Count: 3, TableAt: 3000, TableCRC: 7}))
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeObject(b)
@@ -53,6 +54,9 @@ func FuzzDecodeObject(f *testing.F) {
 			if e.Pos < 0 || e.Size < 0 || e.Pos+e.Size > r.Size {
 				t.Fatalf("extent %+v outside an object of %d bytes", e, r.Size)
 			}
+		}
+		if r.TableAt != 0 && (r.TableAt < 0 || r.TableAt+int64(r.Count)*segment.ExtentSize > r.Size) {
+			t.Fatalf("extent table of %d at %d outside an object of %d bytes", r.Count, r.TableAt, r.Size)
 		}
 		if got := encodeObject(r); !bytes.Equal(got, b) {
 			t.Fatalf("round trip: %x -> %x", b, got)

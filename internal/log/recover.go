@@ -166,7 +166,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			p.tail = append(p.tail, tailBatch{base: base, last: last, maxTS: batch.MaxTimestamp(ent.Batch), data: ent.Batch})
 			p.next = last + 1
 		}
-		e.rollQueue = append(e.rollQueue, seq)
+		e.queueRoll(seq, int64(len(s.Data)))
 	}
 	// Everything replayed is on disk (and was fsynced by Recover if cut),
 	// so it is readable: the high watermark is the log end.
@@ -215,6 +215,12 @@ func (e *Engine) loadObjects(ctx context.Context, marker uint64, stale *[]meta.O
 			*stale = append(*stale, meta.Delete(kv.Key))
 			known[key] = false
 			continue
+		}
+		if err := e.loadExtentTable(ctx, key, rec); err != nil {
+			// Refuse to open rather than lose the partitions' place: a
+			// log end computed without these extents would hand their
+			// offsets out again.
+			return fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 		o := &object{key: key, gen: rec.Gen, walSeq: rec.WALSeq, size: rec.Size, wal: rec.WAL}
 		e.objects[key] = o

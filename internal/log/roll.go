@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,16 +24,13 @@ import (
 // default request limit is 1.5 MiB).
 const maxExtentsPerObject = 8192
 
-// enqueueRoll is the WAL writer's OnRoll hook. It is the WAL's
-// backpressure: while more than MaxPendingSegments closed segments wait for
-// the roller it blocks the writer (so appends wait), which bounds the
-// unrolled data held in memory and replayed at restart.
+// enqueueRoll is the WAL writer's OnRoll hook. It is the WAL's last
+// resort against a roller that fell behind (walDelay, which slows the writer
+// down before, is the first): while more than MaxPendingSegments closed
+// segments wait for the roller it blocks the writer (so appends wait),
+// which bounds the unrolled data held in memory and replayed at restart.
 func (e *Engine) enqueueRoll(seq uint64) {
-	e.objMu.Lock()
-	e.rollQueue = append(e.rollQueue, seq)
-	n := len(e.rollQueue)
-	e.objMu.Unlock()
-	e.m.rollPending.Set(float64(n))
+	n := e.queueRoll(seq, e.bp.open.Swap(0))
 	select {
 	case e.rollKick <- struct{}{}:
 	default:
@@ -56,16 +54,12 @@ func (e *Engine) enqueueRoll(seq uint64) {
 	}
 }
 
+// rollLoop rolls closed WAL segments in order, at full speed: it is what
+// the WAL's backpressure waits for.
 func (e *Engine) rollLoop() {
 	defer e.bg.Done()
 	for {
-		e.objMu.Lock()
-		var seq uint64
-		ok := len(e.rollQueue) > 0
-		if ok {
-			seq = e.rollQueue[0]
-		}
-		e.objMu.Unlock()
+		r, ok := e.takeRoll()
 		if !ok {
 			select {
 			case <-e.rollKick:
@@ -76,14 +70,14 @@ func (e *Engine) rollLoop() {
 		}
 		backoff := 100 * time.Millisecond
 		for {
-			err := e.rollSegment(e.ctx, seq)
+			err := e.rollSegment(e.ctx, r.seq)
 			if err == nil {
 				break
 			}
 			if e.ctx.Err() != nil {
 				return
 			}
-			e.log.Error("rolling WAL segment into objects failed; will retry", "segment", seq, "err", err)
+			e.log.Error("rolling WAL segment into objects failed; will retry", "segment", r.seq, "err", err)
 			select {
 			case <-time.After(backoff):
 			case <-e.ctx.Done():
@@ -91,14 +85,7 @@ func (e *Engine) rollLoop() {
 			}
 			backoff = min(2*backoff, 10*time.Second)
 		}
-		e.objMu.Lock()
-		e.rollQueue = e.rollQueue[1:]
-		n := len(e.rollQueue)
-		close(e.rollDone)
-		e.rollDone = make(chan struct{})
-		e.objMu.Unlock()
-		e.m.rollPending.Set(float64(n))
-		e.rolledUpTo.Store(seq)
+		e.rolled(r)
 	}
 }
 
@@ -326,7 +313,11 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	if err := e.persistProducers(ctx, seq); err != nil {
 		return false, err
 	}
-	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, Extents: exts, WAL: true}
+	// The record points at the footer's extent table instead of holding
+	// a copy of it (version 3).
+	table := footer[len(footer)-segment.TrailerSize-4-len(exts)*segment.ExtentSize : len(footer)-segment.TrailerSize-4]
+	rec := objectRecord{Gen: gen, WALSeq: seq, Size: objSize, WAL: true, Count: len(exts),
+		TableAt: objSize - int64(segment.TrailerSize+4+len(table)), TableCRC: crc32.Checksum(table, batch.Castagnoli)}
 	if err := e.md.Txn(ctx, nil, meta.Put(keyObjects+key, encodeObject(&rec)),
 		meta.Put(keyRolled, []byte(strconv.FormatUint(seq, 10)))); err != nil {
 		return false, fmt.Errorf("register objects: %w", err)

@@ -344,6 +344,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg := kafka.DefaultConfig()
 	kcfg.MaxRequestBytes = cfg.MaxRequestBytes
 	kcfg.QueuedMaxRequestBytes = mem.QueuedRequestBytes
+	kcfg.FetchMaxBytes = int32(mem.FetchResponseBytes)
 	kcfg.MaxConnections = int(cfg.MaxConnections)
 	kcfg.MaxConnectionsPerIP = int(cfg.MaxConnectionsPerIP)
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
