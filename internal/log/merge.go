@@ -56,6 +56,11 @@ const (
 	// mergeSparseMin: and only if that frees at least this much (a small
 	// object costs little to keep; its extents merge in their turn).
 	mergeSparseMin = 1 << 20
+	// mergeSparseAge: and only once it is this many times fan-in WAL
+	// segments old: until then, what is left in it is mostly extents
+	// that merge by level soon (a partition a segment or two short of
+	// fan-in), and reading the object for them alone would be wasted.
+	mergeSparseAge = 2
 	// mergeTick: merges are looked for after every roll and at least
 	// this often (retention and DeleteRecords leave objects sparse too).
 	mergeTick = 30 * time.Second
@@ -220,14 +225,11 @@ func (pol *mergePolicy) evacuate(xs []*extent, planned map[*extent]bool, sparse 
 			continue
 		}
 		lx := pol.level(x)
-		size := x.Size
 		l, r := i, i+1
 		for l > 0 && !taken(l-1) && pol.level(xs[l-1]) <= lx && pol.fits(xs, l-1, r) {
 			l--
-			size += xs[l].Size
 		}
 		for r < len(xs) && !taken(r) && pol.level(xs[r]) <= lx && pol.fits(xs, l, r+1) {
-			size += xs[r].Size
 			r++
 		}
 		for k := l; k < r; k++ {
@@ -330,10 +332,15 @@ func (e *Engine) planMerges() []*packRun {
 	}
 	anySparse := false
 	e.objMu.Lock()
+	var newest uint64
+	for _, o := range e.objects {
+		newest = max(newest, o.walSeq)
+	}
 	for _, o := range e.objects {
 		if o.merge.scan == pl.scan {
 			n := o.merge.live
-			o.merge.sparse = n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin
+			o.merge.sparse = n > 0 && n*mergeSparse < o.size && o.size-n >= mergeSparseMin &&
+				o.walSeq+mergeSparseAge*uint64(e.cfg.MergeFanIn) <= newest
 			anySparse = anySparse || o.merge.sparse
 		}
 	}

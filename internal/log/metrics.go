@@ -191,7 +191,7 @@ func newMergeMetrics(reg prometheus.Registerer) *mergeMetrics {
 		merges:    c("merges_total", "Merged objects written by the merge of small extents."),
 		inputs:    c("merge_input_extents_total", "Extents merged away (replaced by merged ones)."),
 		bytes:     c("merge_bytes_total", "Batch bytes rewritten by the merge of small extents."),
-		readBytes: c("merge_read_bytes_total", "Bytes the merge of small extents read from objects."),
+		readBytes: c("merge_read_bytes_total", "Bytes of objects the merge of small extents read (of objects it maps, the spans it looked into)."),
 		seconds:   c("merge_seconds_total", "Time spent merging small extents (working, not pacing)."),
 	}
 	if reg != nil {
