@@ -127,6 +127,7 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		return
 	}
 	p.held = t
+	n.m.acquired.Inc()
 	log.Info("leading", "fallback", fallback)
 	n.notify()
 }
@@ -148,6 +149,7 @@ func (n *Node) release(ctx context.Context, p *part, t *tenure, why string) {
 	if p.held == t {
 		n.h.Release(t.tp, false)
 		p.held = nil
+		n.m.released.Inc()
 	}
 	n.deleteLeader(ctx, t)
 	n.mu.Lock()
@@ -193,6 +195,7 @@ func (n *Node) verify(p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 	n.notify()
 }
@@ -209,6 +212,7 @@ func (n *Node) drop(ctx context.Context, p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 	n.deleteLeader(ctx, t)
 	n.mu.Lock()

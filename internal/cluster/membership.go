@@ -246,6 +246,7 @@ func (n *Node) fence(p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 }
 

@@ -91,6 +91,7 @@ type Node struct {
 	now         func() time.Time
 	incarnation string
 	tick        time.Duration
+	m           metrics
 
 	ctx           context.Context // ends when Close is done with the loops
 	cancel        context.CancelFunc
@@ -108,18 +109,19 @@ type Node struct {
 	// live is cur for LeaseValid, read without mu on every request.
 	live atomic.Pointer[session]
 
-	mu       sync.Mutex
-	cur      *session // nil while there is none (lost, not yet rejoined)
-	gen      uint64   // session generation counter
-	closing  bool
-	view     view
-	parts    map[TopicPartition]*part
-	want     map[TopicPartition]struct{}
-	prefer   map[TopicPartition][]int32          // preferred replicas of some of want
-	assigned map[string]map[TopicPartition]int32 // placementLocked's cache, by broker set
-	owned    map[TopicPartition]*tenure          // our leader keys in the current session
-	dropped  map[TopicPartition]*tenure          // relinquished, still to release and delete
-	ctrlBusy bool
+	mu         sync.Mutex
+	cur        *session // nil while there is none (lost, not yet rejoined)
+	gen        uint64   // session generation counter
+	closing    bool
+	view       view
+	parts      map[TopicPartition]*part
+	want       map[TopicPartition]struct{}
+	wantTopics map[string][]int32                    // want by topic, partitions sorted
+	prefer     map[TopicPartition][]int32            // preferred replicas of some of want
+	assigned   map[string]map[string]map[int32]int32 // placementLocked's cache: broker set, topic
+	owned      map[TopicPartition]*tenure            // our leader keys in the current session
+	dropped    map[TopicPartition]*tenure            // relinquished, still to release and delete
+	ctrlBusy   bool
 	// Settling after a (re)join: until settleUntil only partitions in
 	// prevHeld (held in the lost session) or whose last leader was this
 	// broker are acquired (joinSettle).
@@ -127,6 +129,11 @@ type Node struct {
 	prevHeld    map[TopicPartition]bool
 	lastLeader  map[TopicPartition]int32 // broker of each leader key the watch saw deleted
 	suspended   bool                     // LeaseValid was false at the last reconcile pass
+	// Incremental planning (plan.go).
+	dirty    map[TopicPartition]struct{}  // to look at in the next pass
+	recheck  map[TopicPartition]time.Time // to look at again when due
+	fullPass bool                         // the next pass looks at every partition
+	nextFull time.Time                    // when a full pass is due anyway
 }
 
 // part is the per-partition state. op serialises handler calls and
@@ -199,11 +206,16 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 		view:          newView(),
 		parts:         map[TopicPartition]*part{},
 		want:          map[TopicPartition]struct{}{},
-		assigned:      map[string]map[TopicPartition]int32{},
+		wantTopics:    map[string][]int32{},
+		assigned:      map[string]map[string]map[int32]int32{},
+		dirty:         map[TopicPartition]struct{}{},
+		recheck:       map[TopicPartition]time.Time{},
+		fullPass:      true,
 		owned:         map[TopicPartition]*tenure{},
 		dropped:       map[TopicPartition]*tenure{},
 		lastLeader:    map[TopicPartition]int32{},
 	}
+	n.registerMetrics(cfg.Registerer)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// Watch before registering: the leader keys of this broker's previous
 	// process, which join may end, are then seen going (lastLeader).
@@ -293,6 +305,7 @@ func (n *Node) LeaseValid() bool {
 func (n *Node) setCurLocked(s *session) {
 	n.cur = s
 	n.live.Store(s)
+	n.fullPass = true
 	if s != nil {
 		n.settleUntil = n.now().Add(joinSettle(n.cfg.LeaseTTL))
 		n.suspended = false
@@ -342,6 +355,7 @@ func (n *Node) Relinquish(tp TopicPartition) {
 	if t != nil {
 		delete(n.owned, tp)
 		n.dropped[tp] = t
+		n.markDirty(tp)
 	}
 	n.mu.Unlock()
 	if t != nil {
@@ -354,27 +368,6 @@ func (n *Node) Relinquish(tp TopicPartition) {
 // SetPartitions tells the node the full current set of partitions. Those
 // not in it are released (fenced=false) and their leader keys deleted.
 func (n *Node) SetPartitions(tps []TopicPartition) { n.SetPartitionsPreferred(tps, nil) }
-
-// SetPartitionsPreferred is SetPartitions with preferred replica lists for
-// some of the partitions: each is led by the first of its list that is a
-// live broker (Kafka's preferred leader), the others are balanced.
-func (n *Node) SetPartitionsPreferred(tps []TopicPartition, prefer map[TopicPartition][]int32) {
-	want := make(map[TopicPartition]struct{}, len(tps))
-	for _, tp := range tps {
-		want[tp] = struct{}{}
-	}
-	n.mu.Lock()
-	n.want = want
-	n.prefer = prefer
-	clear(n.assigned)
-	for tp, p := range n.parts {
-		if _, ok := want[tp]; !ok {
-			p.leaderlessSince = time.Time{}
-		}
-	}
-	n.mu.Unlock()
-	n.kick()
-}
 
 // IsController reports whether this broker holds the cluster controller
 // key (one broker at a time).

@@ -110,6 +110,14 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 		} else {
 			n.applyPutLocked(ev.Key, ev.Value, n.now(), n.view.members, false)
 		}
+		switch {
+		case strings.HasPrefix(ev.Key, leadersPrefix):
+			if tp, ok := parseLeaderKey(ev.Key); ok {
+				n.markDirty(tp)
+			}
+		case strings.HasPrefix(ev.Key, brokersPrefix):
+			n.fullPass = true
+		}
 		n.mu.Unlock()
 		if !strings.HasPrefix(ev.Key, epochsPrefix) {
 			n.notify()
@@ -132,6 +140,7 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 		n.applyPutLocked(kv.Key, kv.Value, now, prev, initial)
 	}
 	n.view.synced = true
+	n.fullPass = true
 	n.mu.Unlock()
 	n.notify()
 	n.kick()

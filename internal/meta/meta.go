@@ -50,6 +50,11 @@ const (
 	OpDelete
 	// OpDeletePrefix deletes every key starting with Key.
 	OpDeletePrefix
+	// OpBump rewrites Key unchanged (same value; on etcd, same lease),
+	// raising its version, so that every compare on its old version now
+	// fails. If Key does not exist the whole transaction fails with
+	// ErrNotFound and writes nothing.
+	OpBump
 )
 
 // Op is one write inside a transaction.
@@ -67,6 +72,9 @@ func Delete(key string) Op { return Op{Kind: OpDelete, Key: key} }
 
 // DeletePrefix returns a delete-prefix op.
 func DeletePrefix(prefix string) Op { return Op{Kind: OpDeletePrefix, Key: prefix} }
+
+// Bump returns a bump op.
+func Bump(key string) Op { return Op{Kind: OpBump, Key: key} }
 
 // Compare guards a transaction: the key's current Version must equal Version
 // (0 means "the key must not exist").

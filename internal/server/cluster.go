@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
@@ -24,18 +26,19 @@ import (
 )
 
 // openClusterBackends opens etcd and the S3 store for cluster mode.
-func openClusterBackends(ctx context.Context, cfg config.Config) (meta.Store, objstore.Storage, error) {
+func openClusterBackends(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (meta.Store, objstore.Storage, error) {
 	md, err := etcd.New(ctx, etcd.Config{
 		Endpoints:   cfg.Etcd.Endpoints,
 		Prefix:      cfg.Etcd.Prefix,
 		DialTimeout: cfg.Etcd.DialTimeout,
 		Username:    cfg.Etcd.Username,
 		Password:    cfg.Etcd.Password,
+		Registerer:  reg,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening etcd: %w", err)
 	}
-	st, err := openS3(ctx, cfg)
+	st, err := openS3(ctx, cfg, reg)
 	if err != nil {
 		md.Close()
 		return nil, nil, err
@@ -43,7 +46,9 @@ func openClusterBackends(ctx context.Context, cfg config.Config) (meta.Store, ob
 	return md, st, nil
 }
 
-func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
+// openS3 opens the S3 store, its requests counted in reg
+// (sluice_objstore_*).
+func openS3(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (objstore.Storage, error) {
 	c := cfg.S3
 	st, err := s3.New(ctx, s3.Config{
 		Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
@@ -53,7 +58,7 @@ func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening S3 object store: %w", err)
 	}
-	return st, nil
+	return objstore.Metered(st, reg), nil
 }
 
 // sessionFileName, in the data directory, names the meta session the
@@ -112,6 +117,10 @@ type clusterGlue struct {
 	self   broker.Node
 
 	mu sync.Mutex // serializes SetPartitions
+
+	pushMu      sync.Mutex
+	pushRunning bool // a pushLoop goroutine is running
+	pushAgain   bool // a change arrived while it ran
 }
 
 func (g *clusterGlue) sharedConfig() *log.SharedConfig {
@@ -140,8 +149,38 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 	}
 }
 
-// pushPartitions tells the node the current partition set.
+// pushPartitions tells the node the current partition set, in the
+// background: changes that arrive while a push runs are coalesced into
+// one more. Each push lists every partition, so pushing once per topic
+// event would make creating many topics quadratic (10,000 topic records
+// arrive through the watch within seconds).
 func (g *clusterGlue) pushPartitions() {
+	g.pushMu.Lock()
+	defer g.pushMu.Unlock()
+	if g.pushRunning {
+		g.pushAgain = true
+		return
+	}
+	g.pushRunning = true
+	go g.pushLoop()
+}
+
+func (g *clusterGlue) pushLoop() {
+	for {
+		g.pushNow()
+		g.pushMu.Lock()
+		if !g.pushAgain {
+			g.pushRunning = false
+			g.pushMu.Unlock()
+			return
+		}
+		g.pushAgain = false
+		g.pushMu.Unlock()
+	}
+}
+
+// pushNow tells the node the current partition set.
+func (g *clusterGlue) pushNow() {
 	n := g.node.Load()
 	if n == nil {
 		return

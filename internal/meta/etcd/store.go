@@ -47,6 +47,7 @@ type Store struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV      // namespaced under cfg.Prefix
 	w      clientv3.Watcher // namespaced under cfg.Prefix
+	m      *metrics
 	closed atomic.Bool
 }
 
@@ -104,6 +105,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cli: cli,
 		kv:  namespace.NewKV(cli.KV, cfg.Prefix),
 		w:   namespace.NewWatcher(cli.Watcher, cfg.Prefix),
+		m:   newMetrics(cfg.Registerer),
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
@@ -126,6 +128,7 @@ func (s *Store) Get(ctx context.Context, key string) (meta.KV, error) {
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
+	s.m.reads.WithLabelValues("get").Inc()
 	resp, err := s.kv.Get(rctx, key)
 	if err != nil {
 		return meta.KV{}, s.wrapErr(ctx, rctx, what, err)
@@ -179,6 +182,7 @@ func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]m
 			opts = append(opts, clientv3.WithRev(rev))
 		}
 		rctx, cancel := s.reqCtx(ctx)
+		s.m.reads.WithLabelValues("list").Inc()
 		resp, err := s.kv.Get(rctx, from, opts...)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) {
@@ -190,6 +194,7 @@ func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]m
 			return nil, 0, err
 		}
 		cancel()
+		s.m.listKeys.Add(float64(len(resp.Kvs)))
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
@@ -240,6 +245,8 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 			}
 		case meta.OpDelete:
 			eops[i] = clientv3.OpDelete(op.Key)
+		case meta.OpBump:
+			eops[i] = clientv3.OpPut(op.Key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
 		case meta.OpDeletePrefix:
 			eops[i] = clientv3.OpDelete(op.Key, clientv3.WithPrefix())
 		}
@@ -248,11 +255,15 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 	defer cancel()
 	resp, err := s.kv.Txn(rctx).If(ecmps...).Then(eops...).Else(elses...).Commit()
 	if err != nil {
-		return s.wrapErr(ctx, rctx, what, err)
+		err = s.wrapErr(ctx, rctx, what, err)
+		s.m.countTxn(cmps, ops, err)
+		return err
 	}
 	if resp.Succeeded {
+		s.m.countTxn(cmps, ops, nil)
 		return nil
 	}
+	s.m.countTxn(cmps, ops, meta.ErrConflict)
 	for i, c := range cmps {
 		var cur int64
 		if i < len(resp.Responses) {
@@ -289,7 +300,7 @@ func (s *Store) validate(cmps []meta.Compare, ops []meta.Op) error {
 	}
 	for i, op := range ops {
 		switch op.Kind {
-		case meta.OpPut, meta.OpDelete:
+		case meta.OpPut, meta.OpDelete, meta.OpBump:
 			if op.Key == "" {
 				return fmt.Errorf("%w: op %d: %w: empty key", ErrInvalidTxn, i, ErrInvalidKey)
 			}
@@ -340,6 +351,9 @@ func (s *Store) wrapErr(ctx, rctx context.Context, what string, err error) error
 		return fmt.Errorf("meta/etcd: %s: %w: %w", what, ErrTxnTooLarge, err)
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		return fmt.Errorf("meta/etcd: %s: %w: %w", what, meta.ErrSessionDone, err)
+	case errors.Is(err, rpctypes.ErrKeyNotFound):
+		// A bumped key does not exist (meta.OpBump).
+		return fmt.Errorf("meta/etcd: %s: %w: %w", what, meta.ErrNotFound, err)
 	case rctx.Err() != nil:
 		// Not %w: the caller's context did not end, ours did.
 		return fmt.Errorf("meta/etcd: %s: %w: no answer from %v within %s (%v)",
