@@ -66,8 +66,10 @@ type Handler interface {
 }
 
 // maxActions bounds the partitions processed (acquired, handed off,
-// checked) at once.
-const maxActions = 32
+// checked) at once. Their etcd transactions that run together are merged
+// (meta.Batcher, up to 64 claims in one), so this is also how many claims
+// a transaction can carry when a broker takes thousands of partitions.
+const maxActions = 128
 
 // joinSettle is how long after (re)joining a node takes only the
 // leaderless partitions that were its own (held in its lost session, or
@@ -84,6 +86,7 @@ func joinSettle(ttl time.Duration) time.Duration {
 type Node struct {
 	cfg         Config
 	md          meta.Store
+	batch       *meta.Batcher // claims and leader key deletes, merged
 	leaser      meta.Leaser
 	watcher     meta.Watcher
 	h           Handler
@@ -159,6 +162,7 @@ type tenure struct {
 	since    time.Time
 	fallback bool // taken although another broker was the desired owner
 	ready    bool // Acquire returned nil and no release started: IsLeader
+	ending   bool // the leader key is being deleted: no longer FenceCompares
 	seen     bool // the watched view has shown our key
 }
 
@@ -194,7 +198,7 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 	var nonce [8]byte
 	crand.Read(nonce[:])
 	n := &Node{
-		cfg: cfg, md: md, leaser: leaser, watcher: watcher, h: h,
+		cfg: cfg, md: md, batch: meta.NewBatcher(md), leaser: leaser, watcher: watcher, h: h,
 		log:           cfg.Logger.With("broker", cfg.BrokerID),
 		now:           cfg.Now,
 		incarnation:   hex.EncodeToString(nonce[:]),
@@ -328,20 +332,62 @@ func (n *Node) Claimed(tp TopicPartition) bool {
 	return t != nil && n.cur != nil && n.cur.gen == t.gen
 }
 
-// FenceCompares returns compares that hold exactly while this broker still
-// holds tp's leadership at the epoch it acquired, and that epoch. They are
-// available from just before Acquire until the leader key is deleted (so
-// also during Acquire and a graceful Release). The log engine adds them to
-// the Txn that registers data, so a fenced leader's late writes never become
-// visible. ok=false if we do not lead tp.
+// FenceCompares returns compares that hold while this broker still holds
+// tp's leadership at the epoch it acquired, and that epoch: the session's
+// fence key at its current version. Every claim of a partition this
+// session led bumps that key, so the compares fail from the moment any
+// other leadership of tp (or of another partition this session gave up)
+// is claimed; they may still hold between a hand-off's delete of the
+// leader key and the next claim, which is harmless: that claim, and the
+// new leader's reads, come after. They are available from just before
+// Acquire until the hand-off starts deleting the leader key (so also
+// during Acquire and a graceful Release). The log engine adds them to the
+// Txn that registers data, so a fenced leader's late writes never become
+// visible. They are the same for every partition this broker leads, so a
+// registration covering many partitions carries one compare. ok=false if
+// we do not lead tp.
 func (n *Node) FenceCompares(tp TopicPartition) (cmps []meta.Compare, epoch int32, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.owned[tp]
-	if t == nil {
+	if t == nil || t.ending || n.cur == nil || n.cur.gen != t.gen {
 		return nil, 0, false
 	}
-	return t.compares(), t.epoch, true
+	return []meta.Compare{{Key: fenceKey(n.cur.s.ID()), Version: n.cur.fence}}, t.epoch, true
+}
+
+// RefreshFence learns the session's fence key's version after a Txn with
+// FenceCompares failed (conflict is its error): a claim of a partition
+// this broker gave up bumped it. The failed compare names the version when
+// it was the fence's (meta.ConflictError); otherwise the key is read. The
+// watch shows it too, a little later. It fails with meta.ErrSessionDone if
+// the key is gone with the session.
+func (n *Node) RefreshFence(ctx context.Context, conflict error) error {
+	n.mu.Lock()
+	cur := n.cur
+	n.mu.Unlock()
+	if cur == nil {
+		return fmt.Errorf("cluster: refreshing the fence: %w", meta.ErrSessionDone)
+	}
+	key := fenceKey(cur.s.ID())
+	var version int64
+	var ce *meta.ConflictError
+	if errors.As(conflict, &ce) && ce.Key == key {
+		version = ce.Version
+	} else {
+		kv, err := n.md.Get(ctx, key)
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			return err
+		}
+		version = kv.Version
+	}
+	if version == 0 {
+		return fmt.Errorf("cluster: refreshing the fence: %w", meta.ErrSessionDone)
+	}
+	n.mu.Lock()
+	cur.fence = max(cur.fence, version)
+	n.mu.Unlock()
+	return nil
 }
 
 // Relinquish gives tp's leadership up at once: the caller found it lost or

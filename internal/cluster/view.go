@@ -15,7 +15,16 @@ type view struct {
 	synced  bool
 	members map[int32]member
 	leaders map[TopicPartition]leaderView
+	epochs  map[TopicPartition]epochView
 	ctrl    *controllerView
+}
+
+// epochView is an epoch key: what a claim compares and writes without
+// reading it first.
+type epochView struct {
+	epoch   int32
+	version int64
+	session int64 // that claimed epoch; 0 if unknown
 }
 
 type member struct {
@@ -37,7 +46,7 @@ type controllerView struct {
 }
 
 func newView() view {
-	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}}
+	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}, epochs: map[TopicPartition]epochView{}}
 }
 
 // firstWatch is Start's watch: retried a while if the store is unavailable.
@@ -108,7 +117,7 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 		if ev.Kind == meta.WatchDelete {
 			n.applyDeleteLocked(ev.Key)
 		} else {
-			n.applyPutLocked(ev.Key, ev.Value, n.now(), n.view.members, false)
+			n.applyPutLocked(ev.Key, ev.Value, ev.Version, n.now(), n.view.members, false)
 		}
 		switch {
 		case strings.HasPrefix(ev.Key, leadersPrefix):
@@ -137,7 +146,7 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 	}
 	n.view = newView()
 	for _, kv := range kvs {
-		n.applyPutLocked(kv.Key, kv.Value, now, prev, initial)
+		n.applyPutLocked(kv.Key, kv.Value, kv.Version, now, prev, initial)
 	}
 	n.view.synced = true
 	n.fullPass = true
@@ -146,8 +155,20 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 	n.kick()
 }
 
-func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[int32]member, initial bool) {
+func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.Time, prev map[int32]member, initial bool) {
 	switch {
+	case strings.HasPrefix(key, epochsPrefix):
+		tp, ok := parseEpochKey(key)
+		e, s, err := decodeEpoch(meta.KV{Key: key, Value: value})
+		if !ok || err != nil {
+			n.log.Warn("ignoring a malformed epoch key", "key", key, "value", string(value))
+			return
+		}
+		n.view.epochs[tp] = epochView{epoch: e, version: version, session: s}
+	case strings.HasPrefix(key, fencesPrefix):
+		if n.cur != nil && key == fenceKey(n.cur.s.ID()) {
+			n.cur.fence = max(n.cur.fence, version)
+		}
 	case strings.HasPrefix(key, brokersPrefix):
 		id, ok := parseBrokerKey(key)
 		var bv brokerValue
@@ -185,6 +206,10 @@ func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[
 
 func (n *Node) applyDeleteLocked(key string) {
 	switch {
+	case strings.HasPrefix(key, epochsPrefix):
+		if tp, ok := parseEpochKey(key); ok {
+			delete(n.view.epochs, tp)
+		}
 	case strings.HasPrefix(key, brokersPrefix):
 		if id, ok := parseBrokerKey(key); ok {
 			delete(n.view.members, id)

@@ -56,10 +56,18 @@ type SharedConfig struct {
 	// topic watch applied a change.
 	OnTopicsChanged func()
 	// MaxPartitionsPerObject bounds the partitions one flush or merged
-	// object holds (default 64). Each partition adds Fence's compares
-	// (two) to the registration Txn, and etcd allows meta.MaxTxnOps (128)
-	// by default; objects are also split to stay within that.
+	// object holds (default DefaultMaxPartitionsPerObject). The object's
+	// record, 80 bytes a partition, is one etcd value. Objects are also
+	// split to keep the distinct compares of their registration Txn
+	// within meta.MaxTxnOps (Fence gives every partition of a broker the
+	// same compare; a Fence with compares per partition gets smaller
+	// objects).
 	MaxPartitionsPerObject int
+	// RefreshFence, if set, is called after a Txn under Fence's compares
+	// failed them (conflict is its error), so that Fence reports the
+	// fence's current version: a compare shared by many partitions may
+	// fail although their own leaderships hold (cluster.Node.RefreshFence).
+	RefreshFence func(ctx context.Context, conflict error) error
 	// FlushPipeline is how many group commits may be in flight at once:
 	// stored, or waiting for the ones before them to register (default 8).
 	// Registrations stay in order; groups queued behind a slow one are
@@ -74,6 +82,10 @@ type SharedConfig struct {
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
+	// SnapshotBudget bounds the partitions whose snapshots one interval
+	// writes besides those past SnapshotBytes (default 1024): etcd writes
+	// for snapshots then follow the write rate, not the partition count.
+	SnapshotBudget int
 	// SnapshotBytes bounds that replay: a partition with this many bytes
 	// (or 64 flush extents) registered since its last snapshot, producer
 	// batches or not, is snapshotted at once (default 4 MiB). Take-over
@@ -88,6 +100,11 @@ type SharedConfig struct {
 	// (default 1 h).
 	OrphanGrace time.Duration
 }
+
+// DefaultMaxPartitionsPerObject is SharedConfig.MaxPartitionsPerObject's
+// default: a flush or merged object of that many partitions has a record
+// of 160 KiB, a tenth of etcd's default request limit.
+const DefaultMaxPartitionsPerObject = 2048
 
 const keyEpochs = "log/epochs/"
 
@@ -153,7 +170,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 			return err
 		}
 	}
-	cmps, cur, ok := e.cfg.Shared.Fence(topicName, partition)
+	_, cur, ok := e.cfg.Shared.Fence(topicName, partition)
 	if !ok || cur != epoch {
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, topicName, partition)
 	}
@@ -247,7 +264,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	if len(hist) > maxEpochHistory {
 		hist = hist[len(hist)-maxEpochHistory:]
 	}
-	if err := e.md.Txn(ctx, append(cmps, meta.Compare{Key: epochsKey(id, partition), Version: histVer}),
+	if err := e.txnFenced(ctx, p, epoch, []meta.Compare{{Key: epochsKey(id, partition), Version: histVer}},
 		meta.Put(epochsKey(id, partition), encodeEpochs(hist))); err != nil {
 		if isConflict(err) {
 			return fmt.Errorf("%w: %s-%d: leadership changed while loading", ErrNotLeader, topicName, partition)

@@ -33,6 +33,7 @@ const minMergeExtents = 4
 // mergeRun is one partition's run of flush extents to merge.
 type mergeRun struct {
 	p       *Partition
+	epoch   int32 // of the leadership the merge is registered under
 	loadSeq uint64
 	exts    []*extent
 	size    int64
@@ -123,18 +124,21 @@ func (p *Partition) mergeCandidates() *mergeRun {
 
 // mergeObject writes runs into one object and swaps it in.
 func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
-	var cmps []meta.Compare
+	var set compareSet
 	b := segment.NewBuilder(0)
 	for i, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
 		if !ok || ep != r.p.LeaderEpoch() {
 			return nil // leadership moving; the next roll sees the new state
 		}
-		if i > 0 && len(cmps)+len(c) > meta.MaxTxnOps {
+		r.epoch = ep
+		if !set.add(c) {
+			if i == 0 {
+				return nil
+			}
 			runs = runs[:i] // the rest waits for the next pass
 			break
 		}
-		cmps = append(cmps, c...)
 		b.StartExtent(r.p.t.id, r.p.id, r.exts[0].Base)
 		for _, x := range r.exts {
 			d, err := e.extentData(ctx, x)
@@ -162,7 +166,7 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	rec := objectRecord{Gen: gen, WALSeq: walSeqMerged, Size: int64(len(body)), Extents: exts}
-	if err := e.md.Txn(ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
+	if err := e.registerMerged(ctx, runs, set.list, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
 		_ = e.store.Delete(ctx, key)
 		if isConflict(err) {
 			return nil // a partition moved meanwhile; nothing was swapped
@@ -187,6 +191,29 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	}
 	e.m.rolls.Inc()
 	return nil
+}
+
+// registerMerged registers a merged object under the fences of its runs,
+// again under the fence's new version while every run is still led at its
+// epoch (the fence moved under them: RefreshFence).
+func (e *Engine) registerMerged(ctx context.Context, runs []*mergeRun, cmps []meta.Compare, put meta.Op) error {
+	for attempt := 0; ; attempt++ {
+		err := e.md.Txn(ctx, cmps, put)
+		if !isConflict(err) || attempt == maxFenceRetries || !e.fenceMoved(ctx, err) {
+			return err
+		}
+		var set compareSet
+		for _, r := range runs {
+			c, ok := e.fenceOf(r.p, r.epoch)
+			if !ok || !set.add(c) {
+				return err
+			}
+		}
+		if sameCompares(set.list, cmps) {
+			return err
+		}
+		cmps = set.list
+	}
 }
 
 // replacementKey is nextObjectKey for an object that supersedes others

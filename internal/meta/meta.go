@@ -13,6 +13,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +23,20 @@ var ErrNotFound = errors.New("meta: key not found")
 // ErrConflict is returned (wrapped) by Txn when a compare failed; nothing was
 // written.
 var ErrConflict = errors.New("meta: transaction compare failed")
+
+// ConflictError is what Txn returns (wrapped) when a compare failed: the
+// first failing compare's key, the version it has and the version the
+// compare wanted. It unwraps to ErrConflict.
+type ConflictError struct {
+	Key           string
+	Version, Want int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: %q is at version %d, compare wants %d", ErrConflict, e.Key, e.Version, e.Want)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // ErrUnavailable is returned (wrapped) when the backend could not be reached
 // or did not answer in time (etcd down, no quorum, a leader election). The

@@ -132,6 +132,13 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 			return n.FenceCompares(cluster.TopicPartition{Topic: topic, Partition: partition})
 		},
+		RefreshFence: func(ctx context.Context, conflict error) error {
+			n := g.node.Load()
+			if n == nil {
+				return meta.ErrSessionDone
+			}
+			return n.RefreshFence(ctx, conflict)
+		},
 		OnFenced: func(topic string, partition int32) {
 			if n := g.node.Load(); n != nil {
 				n.Relinquish(cluster.TopicPartition{Topic: topic, Partition: partition})

@@ -187,7 +187,7 @@ func (s *Store) Txn(ctx context.Context, cmps []meta.Compare, ops ...meta.Op) er
 				return err
 			}
 			if cur != c.Version {
-				return fmt.Errorf("meta/embedded: %w: %q is at version %d, compare wants %d", meta.ErrConflict, c.Key, cur, c.Version)
+				return fmt.Errorf("meta/embedded: %w", &meta.ConflictError{Key: c.Key, Version: cur, Want: c.Version})
 			}
 		}
 		for _, op := range ops {

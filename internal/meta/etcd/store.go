@@ -272,7 +272,7 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 			}
 		}
 		if cur != c.Version {
-			return fmt.Errorf("meta/etcd: %w: %q is at version %d, compare wants %d", meta.ErrConflict, c.Key, cur, c.Version)
+			return fmt.Errorf("meta/etcd: %w", &meta.ConflictError{Key: c.Key, Version: cur, Want: c.Version})
 		}
 	}
 	return fmt.Errorf("meta/etcd: %w", meta.ErrConflict)
