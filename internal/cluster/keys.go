@@ -38,6 +38,15 @@ func epochKey(tp TopicPartition) string {
 // session led bumps it (docs/cluster-keys.md, "Fencing").
 func fenceKey(session int64) string { return fmt.Sprintf("%s%016x", fencesPrefix, uint64(session)) }
 
+func parseFenceKey(k string) (int64, bool) {
+	s, ok := strings.CutPrefix(k, fencesPrefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	return int64(id), err == nil
+}
+
 func parseBrokerKey(k string) (int32, bool) {
 	s, ok := strings.CutPrefix(k, brokersPrefix)
 	if !ok {

@@ -36,6 +36,10 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	// still that (a view that lags loses the race and tries again).
 	n.mu.Lock()
 	ev := n.view.epochs[tp]
+	// The previous session's fence, if the view still has it: the watch
+	// shows it created before that session's claim of this epoch, so a
+	// fence missing from the view is gone for good (the session ended).
+	bump := ev.session != 0 && n.view.fences[ev.session]
 	n.mu.Unlock()
 	if ev.epoch == math.MaxInt32 {
 		n.log.Error("leader epoch exhausted", "topic", tp.Topic, "partition", tp.Partition)
@@ -48,7 +52,7 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	// lands after this claim (docs/cluster-keys.md, "Fencing").
 	cmps := []meta.Compare{{Key: lk}, {Key: ek, Version: ev.version}}
 	ops := []meta.Op{meta.Put(ek, encodeEpoch(next, cur.s.ID()))}
-	if ev.session != 0 {
+	if bump {
 		ops = append(ops, meta.Bump(fenceKey(ev.session)))
 	}
 	err := n.batch.Txn(ctx, cmps, ops...)

@@ -16,6 +16,7 @@ type view struct {
 	members map[int32]member
 	leaders map[TopicPartition]leaderView
 	epochs  map[TopicPartition]epochView
+	fences  map[int64]bool // sessions whose fence key exists
 	ctrl    *controllerView
 }
 
@@ -46,7 +47,7 @@ type controllerView struct {
 }
 
 func newView() view {
-	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}, epochs: map[TopicPartition]epochView{}}
+	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}, epochs: map[TopicPartition]epochView{}, fences: map[int64]bool{}}
 }
 
 // firstWatch is Start's watch: retried a while if the store is unavailable.
@@ -166,6 +167,9 @@ func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.
 		}
 		n.view.epochs[tp] = epochView{epoch: e, version: version, session: s}
 	case strings.HasPrefix(key, fencesPrefix):
+		if s, ok := parseFenceKey(key); ok {
+			n.view.fences[s] = true
+		}
 		if n.cur != nil && key == fenceKey(n.cur.s.ID()) {
 			n.cur.fence = max(n.cur.fence, version)
 		}
@@ -209,6 +213,10 @@ func (n *Node) applyDeleteLocked(key string) {
 	case strings.HasPrefix(key, epochsPrefix):
 		if tp, ok := parseEpochKey(key); ok {
 			delete(n.view.epochs, tp)
+		}
+	case strings.HasPrefix(key, fencesPrefix):
+		if s, ok := parseFenceKey(key); ok {
+			delete(n.view.fences, s)
 		}
 	case strings.HasPrefix(key, brokersPrefix):
 		if id, ok := parseBrokerKey(key); ok {

@@ -294,8 +294,9 @@ type Engine struct {
 	onTopicDeleted atomic.Pointer[func(name string)] // OnTopicDeleted
 	regDone        chan struct{}
 	listMu         sync.Mutex
-	listNext       *objectList // the listing callers wait for next
-	listRunning    bool        // runListings is running
+	listNext       *objectList  // the listing callers wait for next
+	listRunning    bool         // runListings is running
+	recIdx         *recordIndex // the object records listed (sharedlist.go)
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,

@@ -367,7 +367,7 @@ func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partitio
 		return nil, err
 	}
 	var xs []*extent
-	for _, r := range l.byPart[partKey{id, partition}] {
+	for _, r := range l.idx.extents(partKey{id, partition}) {
 		if r.x.Last < ls {
 			continue
 		}
@@ -392,9 +392,9 @@ type listedExtent struct {
 // objectList is one listing of every object record, decoded and indexed by
 // partition, shared by the Acquires that asked for it.
 type objectList struct {
-	done   chan struct{}
-	byPart map[partKey][]listedExtent
-	err    error
+	done chan struct{}
+	idx  *recordIndex // sharedlist.go
+	err  error
 }
 
 // objectListing returns a listing of the object records that began after
@@ -430,33 +430,14 @@ func (e *Engine) runListings() {
 		e.listNext = nil
 		if l == nil {
 			e.listRunning = false
+			e.dropRecordIndexLocked()
 			e.listMu.Unlock()
 			return
 		}
 		e.listMu.Unlock()
-		l.byPart, l.err = e.listObjectRecords(e.ctx)
+		l.idx, l.err = e.listRecords(e.ctx)
 		close(l.done)
 	}
-}
-
-func (e *Engine) listObjectRecords(ctx context.Context) (map[partKey][]listedExtent, error) {
-	kvs, err := e.md.List(ctx, keyObjects)
-	if err != nil {
-		return nil, fmt.Errorf("%w: list objects: %v", ErrStorage, err)
-	}
-	byPart := map[partKey][]listedExtent{}
-	for _, kv := range kvs {
-		key := strings.TrimPrefix(kv.Key, keyObjects)
-		rec, err := decodeObject(kv.Value)
-		if err != nil {
-			return nil, fmt.Errorf("%w: object record %s: %v", ErrStorage, key, err)
-		}
-		for _, x := range rec.Extents {
-			k := partKey{x.TopicID, x.Partition}
-			byPart[k] = append(byPart[k], listedExtent{key: key, rec: rec, x: x})
-		}
-	}
-	return byPart, nil
 }
 
 // liveExtents drops the extents of one partition that a newer object

@@ -13,8 +13,11 @@ import (
 
 // The background roll of cluster mode. Every flush is an object of its own,
 // so a partition's data is spread over many small extents. Its leader
-// periodically merges runs of them into packed objects (many partitions per
-// object, as the single-node roll packs a WAL segment): the merged object is
+// periodically merges runs of them (and of small merged extents:
+// sharedmerge.go) into packed objects (many partitions per object, up to
+// MaxPartitionsPerObject and 4 x PackedObjectBytes, as the single-node roll
+// packs a WAL segment): the objects one roll writes follow the bytes it
+// merges, not the partition count. The merged object is
 // registered with a gen above every gen handed out so far, which supersedes
 // the inputs; the controller's GC then deletes flush objects left with no
 // live extent. Compacted topics are left to compaction, which rewrites them
@@ -91,7 +94,8 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 }
 
 // mergeCandidates returns the partition's first run of consecutive flush
-// extents, if it is long enough, bounded to PackedObjectBytes.
+// extents and small merged ones (sharedmerge.go), if it is long enough,
+// bounded to PackedObjectBytes.
 func (p *Partition) mergeCandidates() *mergeRun {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -101,12 +105,13 @@ func (p *Partition) mergeCandidates() *mergeRun {
 	var run []*extent
 	var size int64
 	for _, x := range p.extents {
-		if x.obj.walSeq != walSeqFlush || (len(run) > 0 && x.Base != run[len(run)-1].Last+1) {
+		mergeable := p.e.mergeable(x)
+		if !mergeable || (len(run) > 0 && x.Base != run[len(run)-1].Last+1) {
 			if len(run) >= minMergeExtents {
 				break
 			}
 			run, size = nil, 0
-			if x.obj.walSeq != walSeqFlush {
+			if !mergeable {
 				continue
 			}
 		}
@@ -122,29 +127,36 @@ func (p *Partition) mergeCandidates() *mergeRun {
 	return &mergeRun{p: p, loadSeq: p.loadSeq, exts: run, size: size}
 }
 
-// mergeObject writes runs into one object and swaps it in.
+// mergeObject writes runs into one object and swaps it in. Runs whose
+// leadership is moving are left for the next roll, and so are those past
+// the compares one Txn can hold.
 func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	var set compareSet
-	b := segment.NewBuilder(0)
-	for i, r := range runs {
+	keep := runs[:0:0]
+	for _, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
 		if !ok || ep != r.p.LeaderEpoch() {
-			return nil // leadership moving; the next roll sees the new state
+			continue
 		}
-		r.epoch = ep
 		if !set.add(c) {
-			if i == 0 {
-				return nil
-			}
-			runs = runs[:i] // the rest waits for the next pass
 			break
 		}
+		r.epoch = ep
+		keep = append(keep, r)
+	}
+	runs = keep
+	if len(runs) == 0 {
+		return nil
+	}
+	data, err := e.mergeData(ctx, runs)
+	if err != nil {
+		return err
+	}
+	b := segment.NewBuilder(0)
+	for _, r := range runs {
 		b.StartExtent(r.p.t.id, r.p.id, r.exts[0].Base)
 		for _, x := range r.exts {
-			d, err := e.extentData(ctx, x)
-			if err != nil {
-				return err
-			}
+			d := data[x]
 			for len(d) > 0 {
 				n, err := batch.Size(d)
 				if err != nil || n > len(d) {

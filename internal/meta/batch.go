@@ -20,9 +20,11 @@ import (
 // (except bumps: several parts' bumps of one key are one bump, as they
 // commute), and neither writes a key the other compares (so the merged
 // transaction is the serial execution of its parts, in some order,
-// whenever all its compares hold). When a merged transaction fails its
-// compares, or a bumped key is missing, each part is sent again on its own
-// and gets its own answer. Parts with a
+// whenever all its compares hold). When a merged transaction fails a
+// compare that the backend names (ConflictError), the parts that compare
+// that key at that version fail with it and the others go again, merged;
+// when it fails otherwise (a compare not named, a bumped key missing),
+// each part is sent again on its own and gets its own answer. Parts with a
 // DeletePrefix op always go alone. Other errors are every part's answer
 // (ErrUnavailable keeps its meaning: each part may or may not have been
 // applied).
@@ -241,17 +243,49 @@ func (b *Batcher) send(batch []*batchPart) {
 	ctx, cancel := mergedCtx(batch)
 	err := b.txn(ctx, batch[0].sess, cmps, ops)
 	cancel()
-	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
+	var ce *ConflictError
+	switch {
+	case errors.As(err, &ce):
+		// The parts that compare the failed key fail with it; the others
+		// go again, merged.
+		var rest []*batchPart
+		for _, p := range batch {
+			if comparesKey(p, ce.Key) {
+				p.done <- err
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		if len(rest) == len(batch) {
+			b.sendEach(rest) // the key is none of theirs: cannot tell
+		} else if len(rest) > 0 {
+			b.send(rest)
+		}
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
+		b.sendEach(batch)
+	default:
 		for _, p := range batch {
 			p.done <- err
 		}
-		return
 	}
+}
+
+// sendEach sends every part on its own.
+func (b *Batcher) sendEach(batch []*batchPart) {
 	var wg sync.WaitGroup
 	for _, p := range batch {
 		wg.Go(func() { p.done <- b.txn(p.ctx, p.sess, p.cmps, p.ops) })
 	}
 	wg.Wait()
+}
+
+func comparesKey(p *batchPart, key string) bool {
+	for _, c := range p.cmps {
+		if c.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *Batcher) txn(ctx context.Context, s Session, cmps []Compare, ops []Op) error {

@@ -201,6 +201,16 @@ type WatchEvent struct {
 	Err      error
 }
 
+// ChangeLister is implemented by backends that can list only what changed
+// under a prefix since a revision (etcd): a reader that keeps the keys it
+// listed before fetches the new and rewritten ones, not all of them.
+type ChangeLister interface {
+	// ListChanged returns every key under prefix created or rewritten
+	// after revision since (every key for 0), sorted by key, as of one
+	// revision, and that revision. Deleted keys are not reported.
+	ListChanged(ctx context.Context, prefix string, since int64) ([]KV, int64, error)
+}
+
 // Watcher is implemented by backends that can stream changes (etcd).
 type Watcher interface {
 	// Watch returns every key under prefix as of one revision (the

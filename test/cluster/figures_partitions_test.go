@@ -265,9 +265,18 @@ func (m promText) sum(name string, filters ...string) float64 {
 
 // by returns the series of name grouped by one label's value.
 func (m promText) by(name, label string) map[string]float64 {
+	return m.byFiltered(name, label, "", false)
+}
+
+// byFiltered is by over the series that contain filter (or, with not,
+// that do not).
+func (m promText) byFiltered(name, label, filter string, not bool) map[string]float64 {
 	out := map[string]float64{}
 	for k, x := range m {
 		if !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		if filter != "" && strings.Contains(k, filter) == not {
 			continue
 		}
 		i := strings.Index(k, label+`="`)
@@ -302,10 +311,16 @@ func (f *partFigures) rates(label string, a, b partSample) {
 		puts += p
 		records += r
 		areas := diffBy(mb.by("sluice_meta_txns_total", "area"), ma.by("sluice_meta_txns_total", "area"))
+		failed := diffBy(mb.byFiltered("sluice_meta_txns_total", "area", `result="ok"`, true),
+			ma.byFiltered("sluice_meta_txns_total", "area", `result="ok"`, true))
 		var txt []string
 		for _, k := range sortedKeys(areas) {
 			if areas[k] > 0 {
-				txt = append(txt, fmt.Sprintf("%s %s", k, per(areas[k])))
+				s := fmt.Sprintf("%s %s", k, per(areas[k]))
+				if failed[k] > 0 {
+					s += fmt.Sprintf(" (%s failed)", per(failed[k]))
+				}
+				txt = append(txt, s)
 			}
 		}
 		watch := diffBy(mb.by("sluice_meta_watch_events_total", "prefix"), ma.by("sluice_meta_watch_events_total", "prefix"))
@@ -323,6 +338,26 @@ func (f *partFigures) rates(label string, a, b partSample) {
 			per(d("sluice_cluster_reconcile_passes_total")), 1000*d("sluice_cluster_reconcile_seconds_total")/el))
 	}
 	lines = append(lines, fmt.Sprintf("  all brokers: records %s/s, S3 PUT %s/s", per(records), per(puts)))
+	// Mean flush stages, where there were flushes.
+	for i := range b.brokers {
+		mb, ma := b.brokers[i], a.brokers[i]
+		if mb == nil || ma == nil {
+			continue
+		}
+		mean := func(name string) string {
+			n := mb.sum(name+"_count") - ma.sum(name+"_count")
+			if n == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f ms", 1000*(mb.sum(name+"_sum")-ma.sum(name+"_sum"))/n)
+		}
+		if mb.sum("sluice_log_cluster_flush_group_seconds_count") == ma.sum("sluice_log_cluster_flush_group_seconds_count") {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  broker %d flushes: %s groups/s, mean put %s, register %s, group %s",
+			testcluster.NodeID(i), per(mb.sum("sluice_log_cluster_flush_group_seconds_count")-ma.sum("sluice_log_cluster_flush_group_seconds_count")),
+			mean("sluice_log_cluster_flush_put_seconds"), mean("sluice_log_cluster_flush_register_seconds"), mean("sluice_log_cluster_flush_group_seconds")))
+	}
 	t.Log(strings.Join(lines, "\n"))
 }
 

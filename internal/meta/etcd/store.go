@@ -52,9 +52,10 @@ type Store struct {
 }
 
 var (
-	_ meta.Store   = (*Store)(nil)
-	_ meta.Leaser  = (*Store)(nil)
-	_ meta.Watcher = (*Store)(nil)
+	_ meta.Store        = (*Store)(nil)
+	_ meta.Leaser       = (*Store)(nil)
+	_ meta.Watcher      = (*Store)(nil)
+	_ meta.ChangeLister = (*Store)(nil)
 )
 
 // New validates cfg, connects, and checks within DialTimeout (or ctx, if
@@ -148,11 +149,25 @@ func (s *Store) List(ctx context.Context, prefix string) ([]meta.KV, error) {
 	return kvs, err
 }
 
+// ListChanged lists the keys under prefix whose last modification is
+// after revision since. etcd reads the whole range and filters it, so this
+// saves the transfer and the caller's decoding, not etcd's reading.
+func (s *Store) ListChanged(ctx context.Context, prefix string, since int64) ([]meta.KV, int64, error) {
+	what := fmt.Sprintf("list %q changed since %d", prefix, since)
+	for {
+		kvs, rev, err := s.listAt(ctx, what, prefix, 0, since)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		return kvs, rev, err
+	}
+}
+
 // list is List that also returns the revision it read at.
 func (s *Store) list(ctx context.Context, prefix string) ([]meta.KV, int64, error) {
 	what := fmt.Sprintf("list %q", prefix)
 	for {
-		kvs, rev, err := s.listAt(ctx, what, prefix, 0)
+		kvs, rev, err := s.listAt(ctx, what, prefix, 0, 0)
 		// The revision can be compacted away between pages of a huge
 		// listing; start over at the new head.
 		if errors.Is(err, rpctypes.ErrCompacted) {
@@ -163,8 +178,9 @@ func (s *Store) list(ctx context.Context, prefix string) ([]meta.KV, int64, erro
 }
 
 // listAt lists prefix at revision rev, or at the current one if rev is 0,
-// and returns the revision it read at.
-func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]meta.KV, int64, error) {
+// and returns the revision it read at; with since > 0 only the keys
+// modified after revision since.
+func (s *Store) listAt(ctx context.Context, what, prefix string, rev, since int64) ([]meta.KV, int64, error) {
 	if err := s.check(ctx, what); err != nil {
 		return nil, 0, err
 	}
@@ -178,6 +194,11 @@ func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]m
 	var out []meta.KV
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.cfg.ListPageSize))}
+		if since > 0 {
+			// etcd filters before it applies the limit, so More and the
+			// last key of a page stay right.
+			opts = append(opts, clientv3.WithMinModRev(since+1))
+		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
