@@ -519,3 +519,47 @@ func TestAcquireOfDeletedPartition(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestSetTopic: topics added, grown and removed one at a time end in the
+// same leaderships as the whole set would: every partition led once,
+// spread as assign places them, the removed ones released.
+func TestSetTopic(t *testing.T) {
+	c := newCluster(t, 2*time.Second, 12) // orders 0-7, audit.log 0-3
+	nodes := []*testNode{c.start(1), c.start(2)}
+	eventually(t, settle, "every partition led", func() error { return c.settled(nodes) })
+	for _, tn := range nodes {
+		tn.node.SetTopic("extra", 3, map[int32][]int32{0: {2}})
+		tn.node.SetTopic("orders", 8, nil) // unchanged
+	}
+	for i := range 3 {
+		c.parts = append(c.parts, TopicPartition{"extra", int32(i)})
+	}
+	eventually(t, settle, "the new topic led", func() error { return c.check(nodes) })
+	eventually(t, settle, "its preferred partition on broker 2", func() error {
+		if l, ok := nodes[0].node.Leader(TopicPartition{"extra", 0}); !ok || l.Broker != 2 {
+			return fmt.Errorf("extra-0 led by %d, %v", l.Broker, ok)
+		}
+		return nil
+	})
+	for _, tn := range nodes {
+		tn.node.SetTopic("audit.log", 0, nil)
+	}
+	var kept []TopicPartition
+	for _, tp := range c.parts {
+		if tp.Topic != "audit.log" {
+			kept = append(kept, tp)
+		}
+	}
+	eventually(t, settle, "the removed topic released", func() error {
+		kvs, err := c.obs.List(bg, leadersPrefix+"audit.log/")
+		if err != nil {
+			return err
+		}
+		if len(kvs) != 0 {
+			return fmt.Errorf("%d leader keys of audit.log", len(kvs))
+		}
+		return nil
+	})
+	c.parts = kept
+	eventually(t, settle, "the rest settled", func() error { return c.check(nodes) })
+}

@@ -77,7 +77,8 @@ func (n *Node) placementLocked(brokers []int32) placement {
 // live broker (Kafka's preferred leader), the others are balanced. Only
 // the topics whose partitions or preferred lists changed are planned
 // again, so a broker with 100,000 partitions pays for a topic created or
-// deleted only that topic's partitions (plus building the sets).
+// deleted only that topic's partitions (plus building the sets). The node
+// keeps prefer (SetTopic changes it): the caller must not use it again.
 func (n *Node) SetPartitionsPreferred(tps []TopicPartition, prefer map[TopicPartition][]int32) {
 	want := make(map[TopicPartition]struct{}, len(tps))
 	topics := map[string][]int32{}
@@ -123,6 +124,62 @@ func (n *Node) SetPartitionsPreferred(tps []TopicPartition, prefer map[TopicPart
 	if len(changed) > 0 {
 		n.kick()
 	}
+}
+
+// SetTopic changes one topic's part of the partition set: its partitions
+// 0..partitions-1 (0: the topic is gone), with preferred replica lists by
+// partition for some of them. It costs that topic's partitions, so a
+// broker told of each topic created or deleted among 10,000 stays linear.
+func (n *Node) SetTopic(topic string, partitions int32, prefer map[int32][]int32) {
+	n.mu.Lock()
+	old := n.wantTopics[topic]
+	parts := make([]int32, partitions)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	changed := !slices.Equal(old, parts)
+	for _, p := range parts {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		if !slices.Equal(n.prefer[tp], prefer[p]) {
+			changed = true
+		}
+	}
+	if !changed {
+		n.mu.Unlock()
+		return
+	}
+	if n.prefer == nil {
+		n.prefer = map[TopicPartition][]int32{}
+	}
+	for _, p := range old {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		delete(n.want, tp)
+		delete(n.prefer, tp)
+		n.dirty[tp] = struct{}{}
+		if int(p) >= len(parts) {
+			if pt := n.parts[tp]; pt != nil {
+				pt.leaderlessSince = time.Time{}
+			}
+		}
+	}
+	for _, p := range parts {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		n.want[tp] = struct{}{}
+		if l := prefer[p]; len(l) > 0 {
+			n.prefer[tp] = l
+		}
+		n.dirty[tp] = struct{}{}
+	}
+	if len(parts) == 0 {
+		delete(n.wantTopics, topic)
+	} else {
+		n.wantTopics[topic] = parts
+	}
+	for _, byTopic := range n.assigned {
+		delete(byTopic, topic)
+	}
+	n.mu.Unlock()
+	n.kick()
 }
 
 // samePrefer reports whether a and b give the same preferred lists to

@@ -55,6 +55,12 @@ type SharedConfig struct {
 	// OnTopicsChanged is called (from a background goroutine) after the
 	// topic watch applied a change.
 	OnTopicsChanged func()
+	// OnTopicChanged, if set, is called instead of OnTopicsChanged after
+	// the watch applied a change to one topic (created, altered, deleted),
+	// with its name: a caller keeping a per-topic view updates that topic
+	// rather than every one. OnTopicsChanged is still called after a
+	// fresh snapshot.
+	OnTopicChanged func(name string)
 	// MaxPartitionsPerObject bounds the partitions one flush or merged
 	// object holds (default DefaultMaxPartitionsPerObject). The object's
 	// record, 80 bytes a partition, is one etcd value. Objects are also
@@ -515,7 +521,11 @@ func (e *Engine) watchTopics() {
 		} else {
 			e.applyTopic(name, ev.Value)
 		}
-		e.topicsChanged()
+		if f := e.cfg.Shared.OnTopicChanged; f != nil {
+			f(name)
+		} else {
+			e.topicsChanged()
+		}
 	})
 }
 

@@ -145,6 +145,7 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 		},
 		OnTopicsChanged: g.pushPartitions,
+		OnTopicChanged:  g.pushTopic,
 		LeaseValid: func() bool {
 			n := g.node.Load()
 			return n != nil && n.LeaseValid()
@@ -184,6 +185,31 @@ func (g *clusterGlue) pushLoop() {
 		g.pushAgain = false
 		g.pushMu.Unlock()
 	}
+}
+
+// pushTopic tells the node one topic's partitions (none if it is gone).
+func (g *clusterGlue) pushTopic(name string) {
+	n := g.node.Load()
+	if n == nil || g.engine == nil {
+		return // Start pushes every topic once the node is up
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.engine.Topic(name)
+	if !ok {
+		n.SetTopic(name, 0, nil)
+		return
+	}
+	var prefer map[int32][]int32
+	for p, rs := range t.Assignments {
+		if len(rs) > 0 {
+			if prefer == nil {
+				prefer = map[int32][]int32{}
+			}
+			prefer[p] = rs
+		}
+	}
+	n.SetTopic(name, t.Partitions, prefer)
 }
 
 // pushNow tells the node the current partition set.
