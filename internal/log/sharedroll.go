@@ -30,7 +30,8 @@ const (
 	walSeqMerged = 2 // flush extents merged by the roll
 )
 
-// minMergeExtents is the fewest flush extents of a partition worth merging.
+// minMergeExtents is the fewest small merged extents of a partition worth
+// merging again.
 const minMergeExtents = 4
 
 // mergeRun is one partition's run of flush extents to merge.
@@ -59,9 +60,11 @@ func (e *Engine) rollLoopShared() {
 	}
 }
 
-// mergeShared merges the flush extents of every partition this broker leads.
+// mergeShared merges the flush extents of every partition this broker
+// leads, an object's worth of inputs at a time (mergeFlushed), then the
+// runs of small merged extents (mergeSmallRuns).
 func (e *Engine) mergeShared(ctx context.Context) error {
-	var runs []*mergeRun
+	var parts []*Partition
 	e.mu.RLock()
 	topics := make([]*topic, 0, len(e.topics))
 	for _, t := range e.topics {
@@ -72,12 +75,20 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 		if t.cfg.Load().Compact {
 			continue
 		}
-		for _, p := range t.partitions() {
-			if r := p.mergeCandidates(); r != nil {
-				runs = append(runs, r)
-			}
+		parts = append(parts, t.partitions()...)
+	}
+	if err := e.mergeFlushed(ctx, parts); err != nil {
+		return err
+	}
+	var runs []*mergeRun
+	for _, p := range parts {
+		if r := p.mergeCandidates(); r != nil {
+			runs = append(runs, r)
 		}
 	}
+	// Partitions next to each other were merged into the same objects
+	// before: reading them together reads a few objects.
+	sortRuns(runs)
 	limit := 4 * e.cfg.PackedObjectBytes
 	for len(runs) > 0 {
 		n, size := 0, int64(0)
@@ -85,7 +96,7 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 			size += runs[n].size
 			n++
 		}
-		if err := e.mergeObject(ctx, runs[:n]); err != nil {
+		if err := e.mergeObject(ctx, runs[:n], nil); err != nil {
 			return err
 		}
 		runs = runs[n:]
@@ -93,9 +104,9 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 	return nil
 }
 
-// mergeCandidates returns the partition's first run of consecutive flush
-// extents and small merged ones (sharedmerge.go), if it is long enough,
-// bounded to PackedObjectBytes.
+// mergeCandidates returns the partition's first run of consecutive small
+// merged extents (sharedmerge.go), if it is long enough, bounded to
+// PackedObjectBytes. Flush extents are mergeFlushed's.
 func (p *Partition) mergeCandidates() *mergeRun {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -129,8 +140,9 @@ func (p *Partition) mergeCandidates() *mergeRun {
 
 // mergeObject writes runs into one object and swaps it in. Runs whose
 // leadership is moving are left for the next roll, and so are those past
-// the compares one Txn can hold.
-func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
+// the compares one Txn can hold. data holds the runs' input extents when
+// the caller read them already (nil: read them here).
+func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun, data map[*extent][]byte) error {
 	var set compareSet
 	keep := runs[:0:0]
 	for _, r := range runs {
@@ -148,9 +160,11 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	if len(runs) == 0 {
 		return nil
 	}
-	data, err := e.mergeData(ctx, runs)
-	if err != nil {
-		return err
+	if data == nil {
+		var err error
+		if data, err = e.mergeData(ctx, runs); err != nil {
+			return err
+		}
 	}
 	b := segment.NewBuilder(0)
 	for _, r := range runs {
