@@ -40,6 +40,15 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	// shows it created before that session's claim of this epoch, so a
 	// fence missing from the view is gone for good (the session ended).
 	bump := ev.session != 0 && n.view.fences[ev.session]
+	var floor int64
+	switch {
+	case ev.version == 0:
+		floor = 1 // never led: nothing to see
+	case ev.session != 0 && !bump:
+		// The view is past the end of the previous holder's session,
+		// and so past anything it registered.
+		floor = max(n.view.rev, 1)
+	}
 	n.mu.Unlock()
 	if ev.epoch == math.MaxInt32 {
 		n.log.Error("leader epoch exhausted", "topic", tp.Topic, "partition", tp.Partition)
@@ -66,7 +75,7 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		return
 	}
 	t := &tenure{tp: tp, epoch: next, epochVer: ev.version + 1, session: cur.s.ID(), gen: cur.gen,
-		since: n.now(), fallback: fallback}
+		since: n.now(), fallback: fallback, floor: floor}
 	// Step 2: the leader key, on the session, only if nobody claimed a
 	// later epoch or the leadership in between.
 	err = n.batch.TxnWithSession(ctx, cur.s, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},

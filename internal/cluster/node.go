@@ -163,6 +163,10 @@ type tenure struct {
 	fallback bool // taken although another broker was the desired owner
 	ready    bool // Acquire returned nil and no release started: IsLeader
 	ending   bool // the leader key is being deleted: no longer FenceCompares
+	// floor is a store revision at or after which every earlier holder's
+	// writes for the partition had landed or been fenced; 0 if only a
+	// read begun after the claim can tell (ListingFloor).
+	floor int64
 	seen     bool // the watched view has shown our key
 }
 
@@ -223,12 +227,12 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// Watch before registering: the leader keys of this broker's previous
 	// process, which join may end, are then seen going (lastLeader).
-	snap, events, err := n.firstWatch(ctx)
+	snap, rev, events, err := n.firstWatch(ctx)
 	if err != nil {
 		n.cancel()
 		return nil, fmt.Errorf("cluster: watching %q: %w", clusterPrefix, err)
 	}
-	n.applySnapshot(snap, true)
+	n.applySnapshot(snap, rev, true)
 	n.loopWG.Add(1)
 	go n.watchLoop(events)
 	cur, err := n.join(ctx)
@@ -354,6 +358,23 @@ func (n *Node) FenceCompares(tp TopicPartition) (cmps []meta.Compare, epoch int3
 		return nil, 0, false
 	}
 	return []meta.Compare{{Key: fenceKey(n.cur.s.ID()), Version: n.cur.fence}}, t.epoch, true
+}
+
+// ListingFloor returns a store revision such that a listing read at or
+// after it shows everything any earlier leader registered for tp, while
+// this broker holds tp's leadership (0: no such revision is known, only a
+// listing begun after the claim does). It is known when the session that
+// claimed the previous epoch had ended before the claim (a broker that
+// died: its fence was gone, so it could write nothing more), or when
+// nobody ever led tp. A take-over of a dead broker's partitions then
+// shares one listing instead of waiting for a new one per claim.
+func (n *Node) ListingFloor(tp TopicPartition) int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t := n.owned[tp]; t != nil {
+		return t.floor
+	}
+	return 0
 }
 
 // RefreshFence learns the session's fence key's version after a Txn with

@@ -13,6 +13,7 @@ import (
 // store; every decision taken on it is checked again by a compare.
 type view struct {
 	synced  bool
+	rev     int64 // the store revision the view is at (its last event or snapshot)
 	members map[int32]member
 	leaders map[TopicPartition]leaderView
 	epochs  map[TopicPartition]epochView
@@ -51,24 +52,24 @@ func newView() view {
 }
 
 // firstWatch is Start's watch: retried a while if the store is unavailable.
-func (n *Node) firstWatch(ctx context.Context) ([]meta.KV, <-chan meta.WatchEvent, error) {
+func (n *Node) firstWatch(ctx context.Context) ([]meta.KV, int64, <-chan meta.WatchEvent, error) {
 	giveUp := time.Now().Add(max(10*time.Second, 2*n.cfg.LeaseTTL))
 	bo := newBackoff(100*time.Millisecond, time.Second)
 	for {
 		// The watch lives as long as the node, not as Start's ctx.
-		snap, _, events, err := n.watcher.Watch(n.ctx, clusterPrefix)
+		snap, rev, events, err := n.watcher.Watch(n.ctx, clusterPrefix)
 		if err == nil {
-			return snap, events, nil
+			return snap, rev, events, nil
 		}
 		if !meta.IsRetriable(err) || time.Now().After(giveUp) {
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
 		d := bo.next()
 		n.log.Warn("watching the cluster: meta store unavailable; retrying", "err", err, "backoff", d)
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, 0, nil, ctx.Err()
 		}
 	}
 }
@@ -92,7 +93,7 @@ func (n *Node) watchLoop(events <-chan meta.WatchEvent) {
 			if !sleep(n.ctx, bo.next()) {
 				return
 			}
-			snap, _, ch, err := n.watcher.Watch(n.ctx, clusterPrefix)
+			snap, rev, ch, err := n.watcher.Watch(n.ctx, clusterPrefix)
 			if err != nil {
 				if n.ctx.Err() != nil {
 					return
@@ -100,7 +101,7 @@ func (n *Node) watchLoop(events <-chan meta.WatchEvent) {
 				n.log.Warn("cluster watch failed; retrying", "err", err)
 				continue
 			}
-			n.applySnapshot(snap, false)
+			n.applySnapshot(snap, rev, false)
 			events = ch
 			break
 		}
@@ -115,6 +116,7 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 			return ev.Err
 		}
 		n.mu.Lock()
+		n.view.rev = max(n.view.rev, ev.Revision)
 		if ev.Kind == meta.WatchDelete {
 			n.applyDeleteLocked(ev.Key)
 		} else {
@@ -138,7 +140,7 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 }
 
 // applySnapshot replaces the view. Members seen before keep their since.
-func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
+func (n *Node) applySnapshot(kvs []meta.KV, rev int64, initial bool) {
 	n.mu.Lock()
 	now := n.now()
 	prev := n.view.members
@@ -150,6 +152,7 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 		n.applyPutLocked(kv.Key, kv.Value, kv.Version, now, prev, initial)
 	}
 	n.view.synced = true
+	n.view.rev = rev
 	n.fullPass = true
 	n.mu.Unlock()
 	n.notify()

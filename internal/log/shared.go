@@ -43,6 +43,13 @@ type SharedConfig struct {
 	// the partition at epoch (the one it acquired); ok=false if it does
 	// not lead it.
 	Fence func(topic string, partition int32) (cmps []meta.Compare, epoch int32, ok bool)
+	// ListFloor, if set, returns a meta revision such that a listing of
+	// the object records read at or after it shows every record of the
+	// partition registered before this broker's leadership
+	// (cluster.Node.ListingFloor); 0 when only a listing begun after the
+	// claim does. Acquire then uses the records already listed when they
+	// are recent enough, instead of waiting for a new listing.
+	ListFloor func(topic string, partition int32) int64
 	// OnFenced is told when a registration found the partition's
 	// leadership gone; the engine has already released it.
 	OnFenced func(topic string, partition int32)
@@ -191,7 +198,11 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	} else if !errors.Is(err, meta.ErrNotFound) {
 		return fmt.Errorf("%w: log start: %v", ErrStorage, err)
 	}
-	exts, err := e.loadPartitionExtents(ctx, id, partition, ls)
+	var floor int64
+	if f := e.cfg.Shared.ListFloor; f != nil {
+		floor = f(topicName, partition)
+	}
+	exts, err := e.loadPartitionExtents(ctx, id, partition, ls, floor)
 	if err != nil {
 		return err
 	}
@@ -365,15 +376,20 @@ func (e *Engine) recoverShared(ctx context.Context) error {
 }
 
 // loadPartitionExtents returns the live, unsuperseded extents of one
-// partition, sorted by offset, from a listing of the object records that
-// began after the call did.
-func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls int64) ([]*extent, error) {
-	l, err := e.objectListing(ctx)
-	if err != nil {
-		return nil, err
+// partition, sorted by offset, from a listing of the object records read
+// at meta revision floor or later (sharedlist.go), or, for floor 0, begun
+// after the call did.
+func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls, floor int64) ([]*extent, error) {
+	idx := e.recordsAt(floor)
+	if idx == nil {
+		l, err := e.objectListing(ctx)
+		if err != nil {
+			return nil, err
+		}
+		idx = l.idx
 	}
 	var xs []*extent
-	for _, r := range l.idx.extents(partKey{id, partition}) {
+	for _, r := range idx.extents(partKey{id, partition}) {
 		if r.x.Last < ls {
 			continue
 		}

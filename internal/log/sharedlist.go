@@ -125,6 +125,27 @@ func (e *Engine) listRecords(ctx context.Context) (*recordIndex, error) {
 	return x, nil
 }
 
+// recordsAt returns the kept record index if it was read at meta revision
+// floor or later (nil otherwise, and for floor 0).
+func (e *Engine) recordsAt(floor int64) *recordIndex {
+	if floor <= 0 {
+		return nil
+	}
+	e.listMu.Lock()
+	x := e.recIdx
+	e.listMu.Unlock()
+	if x == nil {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.rev < floor {
+		return nil
+	}
+	x.used = time.Now()
+	return x
+}
+
 // dropRecordIndexLocked forgets the kept index once no listing used it for
 // recordIndexAge: it holds every partition's extents. runListings calls it
 // when it runs out of callers. listMu held.

@@ -139,6 +139,13 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 			return n.RefreshFence(ctx, conflict)
 		},
+		ListFloor: func(topic string, partition int32) int64 {
+			n := g.node.Load()
+			if n == nil {
+				return 0
+			}
+			return n.ListingFloor(cluster.TopicPartition{Topic: topic, Partition: partition})
+		},
 		OnFenced: func(topic string, partition int32) {
 			if n := g.node.Load(); n != nil {
 				n.Relinquish(cluster.TopicPartition{Topic: topic, Partition: partition})

@@ -27,9 +27,10 @@ import (
 
 // Environment of TestClusterFiguresPartitions.
 const (
-	partsTopicsEnv  = "SLUICE_PARTITIONS_TOPICS"  // topics of 10 partitions (default 1000)
-	partsRecordsEnv = "SLUICE_PARTITIONS_RECORDS" // records the load writes (default 200000)
-	partsRateEnv    = "SLUICE_PARTITIONS_RATE"    // the load's MB/s (default 2; 0 unlimited)
+	partsTopicsEnv  = "SLUICE_PARTITIONS_TOPICS"   // topics of 10 partitions (default 1000)
+	partsRecordsEnv = "SLUICE_PARTITIONS_RECORDS"  // records the load writes (default 200000)
+	partsRateEnv    = "SLUICE_PARTITIONS_RATE"     // the load's MB/s (default 2; 0 unlimited)
+	partsProfEnv    = "SLUICE_PARTITIONS_PROFILES" // a directory to save each broker's heap profile in
 )
 
 // TestClusterFiguresPartitions measures cluster mode with many partitions:
@@ -128,6 +129,7 @@ func TestClusterFiguresPartitions(t *testing.T) {
 	}
 	f.keys("after load")
 	f.memory("after load")
+	f.heapProfiles("after-load")
 	time.Sleep(15 * time.Second) // the snapshot interval (10 s) and a roll pass
 	f.idle("idle after load", 30*time.Second)
 	f.keys("after idle")
@@ -149,6 +151,34 @@ func TestClusterFiguresPartitions(t *testing.T) {
 	f.rates("take-over", before, f.sample())
 	f.metadata("Metadata after take-over", total)
 	f.memory("after take-over")
+	f.heapProfiles("after-take-over")
+}
+
+// heapProfiles saves every live broker's heap profile in the directory
+// SLUICE_PARTITIONS_PROFILES names, if set.
+func (f *partFigures) heapProfiles(label string) {
+	dir := os.Getenv(partsProfEnv)
+	if dir == "" {
+		return
+	}
+	for i := range f.c.Len() {
+		if i == f.dead {
+			continue
+		}
+		resp, err := f.http.Get("http://" + f.c.AdminAddr(i) + "/debug/pprof/heap")
+		if err != nil {
+			f.t.Logf("heap profile of broker %d: %v", testcluster.NodeID(i), err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(fmt.Sprintf("%s/heap-%s-broker-%d.pb.gz", dir, label, testcluster.NodeID(i)), b, 0o644)
+		}
+		if err != nil {
+			f.t.Logf("heap profile of broker %d: %v", testcluster.NodeID(i), err)
+		}
+	}
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -364,4 +364,19 @@ func TestListChanged(t *testing.T) {
 	if none, _, err := s.ListChanged(bg, "o/", rev2); err != nil || len(none) != 0 {
 		t.Fatalf("nothing changed: %d keys, %v", len(none), err)
 	}
+	// History compacted past the revision: the same answer, from a range
+	// read.
+	mustTxn(t, s, nil, meta.Put("o/03", []byte("v3")))
+	raw := rawClient(t, srv)
+	cur, err := raw.Get(bg, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Compact(bg, cur.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.ListChanged(bg, "o/", rev2)
+	if err != nil || len(got) != 1 || got[0].Key != "o/03" || string(got[0].Value) != "v3" {
+		t.Fatalf("ListChanged after compaction = %+v, %v", got, err)
+	}
 }

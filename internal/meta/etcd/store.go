@@ -149,20 +149,6 @@ func (s *Store) List(ctx context.Context, prefix string) ([]meta.KV, error) {
 	return kvs, err
 }
 
-// ListChanged lists the keys under prefix whose last modification is
-// after revision since. etcd reads the whole range and filters it, so this
-// saves the transfer and the caller's decoding, not etcd's reading.
-func (s *Store) ListChanged(ctx context.Context, prefix string, since int64) ([]meta.KV, int64, error) {
-	what := fmt.Sprintf("list %q changed since %d", prefix, since)
-	for {
-		kvs, rev, err := s.listAt(ctx, what, prefix, 0, since)
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			continue
-		}
-		return kvs, rev, err
-	}
-}
-
 // list is List that also returns the revision it read at.
 func (s *Store) list(ctx context.Context, prefix string) ([]meta.KV, int64, error) {
 	what := fmt.Sprintf("list %q", prefix)
