@@ -167,7 +167,7 @@ type tenure struct {
 	// writes for the partition had landed or been fenced; 0 if only a
 	// read begun after the claim can tell (ListingFloor).
 	floor int64
-	seen     bool // the watched view has shown our key
+	seen  bool // the watched view has shown our key
 }
 
 // compares hold exactly while the leader key is the one t created and no
