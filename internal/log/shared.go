@@ -190,13 +190,18 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	id := p.t.id
 	began := time.Now()
 
+	// The partition's keys, read together (and with other Acquires'
+	// reads): nobody else writes them while this broker holds the claim.
+	keys, err := e.metaBatch.GetMany(ctx, []string{pstateKey(id, partition), producersKey(id, partition), epochsKey(id, partition)})
+	if err != nil {
+		return fmt.Errorf("%w: partition state: %v", ErrStorage, err)
+	}
+	pstateKV, producersKV, epochsKV := keys[0], keys[1], keys[2]
 	var ls int64
-	if kv, err := e.md.Get(ctx, pstateKey(id, partition)); err == nil {
-		if ls, err = strconv.ParseInt(string(kv.Value), 10, 64); err != nil {
+	if pstateKV.Version > 0 {
+		if ls, err = strconv.ParseInt(string(pstateKV.Value), 10, 64); err != nil {
 			return fmt.Errorf("%w: log start %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: log start: %v", ErrStorage, err)
 	}
 	var floor int64
 	if f := e.cfg.Shared.ListFloor; f != nil {
@@ -217,12 +222,10 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		ps   producers
 		ts   txnState
 	)
-	if kv, err := e.md.Get(ctx, producersKey(id, partition)); err == nil {
-		if upTo, ps, ts, err = decodeProducers(kv.Value); err != nil {
+	if producersKV.Version > 0 {
+		if upTo, ps, ts, err = decodeProducers(producersKV.Value); err != nil {
 			return fmt.Errorf("%w: producer state %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: producer state: %v", ErrStorage, err)
 	}
 	ps.expire(e.producerCutoff())
 	// Fold the producer batches registered after the snapshot. Snapshots
@@ -266,13 +269,11 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	// Epoch history: this epoch starts at the log end.
 	var hist []epochEntry
 	var histVer int64
-	if kv, err := e.md.Get(ctx, epochsKey(id, partition)); err == nil {
-		if hist, err = decodeEpochs(kv.Value); err != nil {
+	if epochsKV.Version > 0 {
+		if hist, err = decodeEpochs(epochsKV.Value); err != nil {
 			return fmt.Errorf("%w: epoch history %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-		histVer = kv.Version
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
+		histVer = epochsKV.Version
 	}
 	for len(hist) > 0 && hist[len(hist)-1].start >= next && hist[len(hist)-1].epoch < epoch {
 		hist = hist[:len(hist)-1] // epochs that never wrote anything

@@ -35,6 +35,10 @@ type Batcher struct {
 	mu      sync.Mutex
 	queue   []*batchPart
 	running bool
+
+	getMu      sync.Mutex
+	gets       []*getPart
+	getRunning bool
 }
 
 // NewBatcher returns a Batcher sending through md (and, for TxnWithSession,
@@ -310,4 +314,101 @@ func mergedCtx(batch []*batchPart) (context.Context, context.CancelFunc) {
 		cancel()
 	}()
 	return ctx, cancel
+}
+
+// GetMany reads keys as md.Get would (a missing key: Version 0, nil
+// Value, no error), merged with other callers' reads into read-only
+// transactions of up to MaxTxnOps keys when md is a MultiGetter, one Get
+// at a time otherwise. The keys of one call are read at one revision
+// unless they are more than MaxTxnOps.
+func (b *Batcher) GetMany(ctx context.Context, keys []string) ([]KV, error) {
+	mg, ok := b.md.(MultiGetter)
+	if !ok || len(keys) > MaxTxnOps {
+		out := make([]KV, len(keys))
+		for i, k := range keys {
+			kv, err := b.md.Get(ctx, k)
+			switch {
+			case err == nil:
+				out[i] = kv
+			case errors.Is(err, ErrNotFound):
+				out[i] = KV{Key: k}
+			default:
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	p := &getPart{ctx: ctx, keys: keys, done: make(chan getResult, 1)}
+	b.getMu.Lock()
+	b.gets = append(b.gets, p)
+	if !b.getRunning {
+		b.getRunning = true
+		go b.runGets(mg)
+	}
+	b.getMu.Unlock()
+	select {
+	case r := <-p.done:
+		return r.kvs, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type getPart struct {
+	ctx  context.Context
+	keys []string
+	done chan getResult
+}
+
+type getResult struct {
+	kvs []KV
+	err error
+}
+
+// runGets sends the queued reads, as many keys per transaction as fit,
+// until the queue is empty.
+func (b *Batcher) runGets(mg MultiGetter) {
+	for {
+		b.getMu.Lock()
+		var batch []*getPart
+		n := 0
+		rest := b.gets[:0:0]
+		for _, p := range b.gets {
+			switch {
+			case p.ctx.Err() != nil:
+				p.done <- getResult{err: p.ctx.Err()}
+			case n+len(p.keys) <= MaxTxnOps:
+				batch = append(batch, p)
+				n += len(p.keys)
+			default:
+				rest = append(rest, p)
+			}
+		}
+		b.gets = rest
+		if len(batch) == 0 {
+			b.getRunning = false
+			b.getMu.Unlock()
+			return
+		}
+		b.getMu.Unlock()
+		keys := make([]string, 0, n)
+		for _, p := range batch {
+			keys = append(keys, p.keys...)
+		}
+		parts := make([]*batchPart, len(batch))
+		for i, p := range batch {
+			parts[i] = &batchPart{ctx: p.ctx}
+		}
+		ctx, cancel := mergedCtx(parts)
+		kvs, err := mg.GetMany(ctx, keys)
+		cancel()
+		for _, p := range batch {
+			if err != nil {
+				p.done <- getResult{err: err}
+				continue
+			}
+			p.done <- getResult{kvs: kvs[:len(p.keys):len(p.keys)]}
+			kvs = kvs[len(p.keys):]
+		}
+	}
 }

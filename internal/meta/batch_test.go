@@ -149,3 +149,21 @@ func TestBatcherBumps(t *testing.T) {
 		t.Fatalf("bumped key: %+v, %v", kv, err)
 	}
 }
+
+// GetMany without a MultiGetter reads one key at a time; missing keys are
+// version 0.
+func TestBatcherGetMany(t *testing.T) {
+	st := openStore(t)
+	b := meta.NewBatcher(st)
+	ctx := context.Background()
+	if err := st.Txn(ctx, nil, meta.Put("a", []byte("1")), meta.Put("c", []byte("3"))); err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := b.GetMany(ctx, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(kvs[0].Value) != "1" || kvs[1].Version != 0 || kvs[1].Key != "b" || string(kvs[2].Value) != "3" {
+		t.Fatalf("GetMany = %+v", kvs)
+	}
+}

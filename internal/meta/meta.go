@@ -201,6 +201,15 @@ type WatchEvent struct {
 	Err      error
 }
 
+// MultiGetter is implemented by backends that read several keys in one
+// round trip (etcd: a read-only transaction).
+type MultiGetter interface {
+	// GetMany returns the keys' values and versions, as of one revision,
+	// in keys' order; a missing key has Version 0 and a nil Value. At
+	// most MaxTxnOps keys.
+	GetMany(ctx context.Context, keys []string) ([]KV, error)
+}
+
 // ChangeLister is implemented by backends that can list only what changed
 // under a prefix since a revision (etcd): a reader that keeps the keys it
 // listed before fetches the new and rewritten ones, not all of them.

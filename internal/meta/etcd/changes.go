@@ -57,6 +57,43 @@ func (s *Store) ListChanged(ctx context.Context, prefix string, since int64) ([]
 	return kvs, now, err
 }
 
+// GetMany reads keys in one read-only transaction.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]meta.KV, error) {
+	what := fmt.Sprintf("get %d keys", len(keys))
+	if err := s.check(ctx, what); err != nil {
+		return nil, err
+	}
+	if len(keys) > s.cfg.MaxTxnOps {
+		return nil, fmt.Errorf("%w: %d keys, etcd allows at most %d ops (MaxTxnOps)", ErrTxnTooLarge, len(keys), s.cfg.MaxTxnOps)
+	}
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		if k == "" {
+			return nil, fmt.Errorf("meta/etcd: %s: %w: empty key", what, ErrInvalidKey)
+		}
+		ops[i] = clientv3.OpGet(k)
+	}
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	s.m.reads.WithLabelValues("get_many").Inc()
+	resp, err := s.kv.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, s.wrapErr(ctx, rctx, what, err)
+	}
+	out := make([]meta.KV, len(keys))
+	for i, k := range keys {
+		out[i].Key = k
+		if i < len(resp.Responses) {
+			if r := resp.Responses[i].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+				out[i].Value, out[i].Version = r.Kvs[0].Value, r.Kvs[0].Version
+			}
+		}
+	}
+	return out, nil
+}
+
+var _ meta.MultiGetter = (*Store)(nil)
+
 var errHistoryCompacted = errors.New("meta/etcd: history compacted")
 
 func isCompacted(err error) bool {

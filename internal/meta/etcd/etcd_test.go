@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -378,5 +379,36 @@ func TestListChanged(t *testing.T) {
 	got, _, err = s.ListChanged(bg, "o/", rev2)
 	if err != nil || len(got) != 1 || got[0].Key != "o/03" || string(got[0].Value) != "v3" {
 		t.Fatalf("ListChanged after compaction = %+v, %v", got, err)
+	}
+}
+
+// TestGetManyBatched: concurrent GetMany calls through a Batcher share
+// read-only transactions and each gets its own keys, missing ones at
+// version 0.
+func TestGetManyBatched(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s := openT(t, testConfig(srv, "/sluice/getmany/"))
+	for i := range 50 {
+		mustTxn(t, s, nil, meta.Put(fmt.Sprintf("k/%02d", i), []byte(fmt.Sprint(i))))
+	}
+	b := meta.NewBatcher(s)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			keys := []string{fmt.Sprintf("k/%02d", i%50), fmt.Sprintf("missing/%d", i), fmt.Sprintf("k/%02d", (i+1)%50)}
+			kvs, err := b.GetMany(bg, keys)
+			if err == nil && (string(kvs[0].Value) != fmt.Sprint(i%50) || kvs[1].Version != 0 || string(kvs[2].Value) != fmt.Sprint((i+1)%50)) {
+				err = fmt.Errorf("call %d: %+v", i, kvs)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
