@@ -31,6 +31,7 @@ const (
 	partsRecordsEnv = "SLUICE_PARTITIONS_RECORDS"  // records the load writes (default 200000)
 	partsRateEnv    = "SLUICE_PARTITIONS_RATE"     // the load's MB/s (default 2; 0 unlimited)
 	partsProfEnv    = "SLUICE_PARTITIONS_PROFILES" // a directory to save each broker's heap profile in
+	partsSettleEnv  = "SLUICE_PARTITIONS_SETTLE"   // also measure idle this long after the load (e.g. 6m)
 )
 
 // TestClusterFiguresPartitions measures cluster mode with many partitions:
@@ -133,6 +134,15 @@ func TestClusterFiguresPartitions(t *testing.T) {
 	time.Sleep(15 * time.Second) // the snapshot interval (10 s) and a roll pass
 	f.idle("idle after load", 30*time.Second)
 	f.keys("after idle")
+	if v := os.Getenv(partsSettleEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", partsSettleEnv, err)
+		}
+		time.Sleep(d)
+		f.idle(fmt.Sprintf("idle %v after load", d+45*time.Second), 30*time.Second)
+		f.keys("settled")
+	}
 
 	// Take-over: SIGKILL broker 3, measure until brokers 1 and 2 lead
 	// (Acquire done) every partition it led.
