@@ -57,6 +57,9 @@ type MemoryPlan struct {
 	TailBytes int64
 	// BlockCacheBytes is the object block cache.
 	BlockCacheBytes int64
+	// MergeBytes bounds the merge of small extents' buffer: one merged
+	// object, built in memory (4-64 MiB).
+	MergeBytes int64
 }
 
 // Memory returns the plan for c on a machine with machineBytes of memory
@@ -73,8 +76,10 @@ type MemoryPlan struct {
 //	appends in flight   1/16
 //	head tail           1/16
 //	block cache         1/16
+//	merged object       1/32  (4 to 64 MiB; with what reading its
+//	                           inputs takes, at most 1/16)
 //
-// which leaves over a third of the heap limit for everything per
+// which leaves over a quarter of the heap limit for everything per
 // partition, per connection and in passing.
 func (c *Config) Memory(machineBytes int64) MemoryPlan {
 	p := MemoryPlan{Budget: c.MemoryBudgetMB << 20}
@@ -102,6 +107,7 @@ func (c *Config) Memory(machineBytes int64) MemoryPlan {
 	p.AsyncBacklogBytes = b / 16
 	p.TailBytes = b / 16
 	p.BlockCacheBytes = b / 16
+	p.MergeBytes = min(max(b/32, 4<<20), 64<<20) &^ (1<<20 - 1)
 	return p
 }
 

@@ -227,7 +227,10 @@ func checkLeaderEpoch(client, ours int32) int16 {
 
 // waitAny returns true when any of chans fires, false on timeout or close.
 // One select over every channel (reflect.Select for more than one), so a
-// long-polling fetch over many partitions costs no goroutines.
+// long-polling fetch over many partitions costs no goroutines; past
+// waitChunk channels, one goroutine per chunk of them, since a select
+// takes at most 65536 cases (a fetch over 100,000 partitions panicked
+// there) and locks every channel it holds.
 func waitAny(chans []<-chan struct{}, timeout <-chan time.Time, closed <-chan struct{}) bool {
 	if len(chans) == 1 {
 		select {
@@ -239,15 +242,48 @@ func waitAny(chans []<-chan struct{}, timeout <-chan time.Time, closed <-chan st
 			return false
 		}
 	}
+	if len(chans) <= waitChunk {
+		return selectAny(chans, timeout, closed) >= 0
+	}
+	fired := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	for i := 0; i < len(chans); i += waitChunk {
+		chunk := chans[i:min(i+waitChunk, len(chans))]
+		go func() {
+			if selectAny(chunk, stop, nil) >= 0 {
+				select {
+				case fired <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	select {
+	case <-fired:
+		return true
+	case <-timeout:
+		return false
+	case <-closed:
+		return false
+	}
+}
+
+// waitChunk is the most channels one select waits on.
+const waitChunk = 4096
+
+// selectAny waits for one of chans, a or b (either may be nil, which
+// never fires) and returns the index in chans that fired, or -1 for a or b.
+func selectAny[T any](chans []<-chan struct{}, a <-chan T, b <-chan struct{}) int {
 	cases := make([]reflect.SelectCase, 0, len(chans)+2)
 	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timeout)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(closed)})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(a)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(b)})
 	for _, c := range chans {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
 	chosen, _, _ := reflect.Select(cases)
-	return chosen >= 2
+	return chosen - 2
 }
 
 func isClosed(c <-chan struct{}) bool {

@@ -22,11 +22,12 @@ import (
 // compacted.
 //
 // It runs when the not-yet-compacted share of the rolled bytes reaches
-// min.cleanable.dirty.ratio. Each run rewrites the whole cleaned range, which
-// is simple and right for the small, hot-keyed topics compaction serves
-// (offsets, changelogs); huge compacted partitions would want incremental
-// cleaning.
-func (p *Partition) compact(ctx context.Context) error {
+// min.cleanable.dirty.ratio, and says whether it did (due). Each run
+// rewrites the whole cleaned range, which is simple and right for the
+// small, hot-keyed topics compaction serves (offsets, changelogs); huge
+// compacted partitions would want incremental cleaning. pc (nil: none)
+// paces its reads, writes and decoding.
+func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error) {
 	e := p.e
 	cfg := p.t.cfg.Load()
 	p.mu.RLock()
@@ -51,16 +52,19 @@ func (p *Partition) compact(ctx context.Context) error {
 		}
 	}
 	if len(exts) == 0 || dirty == 0 || (total > 0 && float64(dirty)/float64(total) < cfg.MinCleanableRatio) {
-		return nil
+		return false, nil
 	}
 
 	datas := make([][]byte, len(exts))
 	for i, x := range exts {
 		d, err := e.extentData(ctx, x)
 		if err != nil {
-			return err
+			return true, err
 		}
 		datas[i] = d
+		if !pc.pace(int64(len(d))) {
+			return true, ctx.Err()
+		}
 	}
 	// A batch that does not decode within the decompression limits
 	// (stored before produce checked compressed batches: corrupt, or a
@@ -91,7 +95,7 @@ func (p *Partition) compact(ctx context.Context) error {
 	abortedBatch := func(bt []byte) bool {
 		return batch.Attributes(bt)&batch.AttrTransactional != 0 && isAborted(aborted, batch.ProducerID(bt), batch.BaseOffset(bt))
 	}
-	err := eachBatch(datas, func(bt []byte) error {
+	err = eachBatch(pc, datas, func(bt []byte) error {
 		if batch.Attributes(bt)&batch.AttrControl != 0 || abortedBatch(bt) {
 			return nil
 		}
@@ -109,14 +113,14 @@ func (p *Partition) compact(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return true, err
 	}
 	// Pass 2: rewrite.
 	horizon := now - cfg.DeleteRetentionMs
 	b := segment.NewBuilder(0)
 	b.StartExtent(p.t.id, p.id, exts[0].Base)
 	var kept []kmsg.Record
-	err = eachBatch(datas, func(bt []byte) error {
+	err = eachBatch(pc, datas, func(bt []byte) error {
 		if batch.LastOffset(bt) < ls {
 			return nil
 		}
@@ -162,26 +166,34 @@ func (p *Partition) compact(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return true, err
 	}
 	b.EndExtent(exts[len(exts)-1].Last)
 	body, segExts := b.Finish()
+	if !pc.pace(int64(len(body))) { // the write to come
+		return true, ctx.Err()
+	}
 	cmps, err := e.fenceCompares(p)
 	if err != nil {
-		return err
+		return true, err
 	}
 	key, gen, err := e.replacementKey(ctx)
 	if err != nil {
-		return err
+		return true, err
 	}
 	if err := e.store.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return true, fmt.Errorf("put %s: %w", key, err)
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	rec := objectRecord{Gen: gen, WALSeq: 0, Size: int64(len(body)), Extents: segExts}
+	if !e.shared() && !e.beginRewrite(p, exts) {
+		_ = e.store.Delete(ctx, key) // a merge replaced some of the inputs; the next pass cleans again
+		return true, nil
+	}
+	defer e.endRewrite()
 	if err := e.md.Txn(ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
 		_ = e.store.Delete(ctx, key)
-		return fmt.Errorf("register compacted object: %w", err)
+		return true, fmt.Errorf("register compacted object: %w", err)
 	}
 	var o *object
 	if e.shared() {
@@ -196,7 +208,7 @@ func (p *Partition) compact(ctx context.Context) error {
 	if p.deleted || nx.Last < p.logStart.Load() {
 		p.mu.Unlock()
 		e.releaseExtents([]*extent{nx})
-		return nil
+		return true, nil
 	}
 	var keep, dead []*extent
 	for _, x := range p.extents {
@@ -225,13 +237,17 @@ func (p *Partition) compact(ctx context.Context) error {
 	e.m.compactions.Inc()
 	e.log.Debug("compacted partition", "topic", p.t.name, "partition", p.id,
 		"before_bytes", total, "after_bytes", nx.Size, "keys", len(latest))
-	return nil
+	return true, nil
 }
 
-// eachBatch walks the batches of several extents' bytes in order.
-func eachBatch(datas [][]byte, fn func([]byte) error) error {
+// eachBatch walks the batches of several extents' bytes in order, paced
+// by pc (nil: not paced).
+func eachBatch(pc *pacer, datas [][]byte, fn func([]byte) error) error {
 	for _, d := range datas {
 		for len(d) > 0 {
+			if !pc.pace(0) {
+				return pc.ctx.Err()
+			}
 			n, err := batch.Size(d)
 			if err != nil || n > len(d) {
 				return fmt.Errorf("%w: bad batch framing in object", ErrCorruptMessage)

@@ -20,20 +20,26 @@
 // never returns data above it, so no consumer sees a record that a crash can
 // take back.
 //
-// Lock order (outer first): Engine.adminMu, Engine.mu, Partition.mu,
-// Engine.objMu, wal.Writer.mu; Partition.hwMu and the block cache lock are
-// leaves. The WAL writer goroutine calls back into partitions (advanceHW)
-// holding no lock. Partition.producers and the cold state's txns are
+// Lock order (outer first): Engine.adminMu, Engine.mergeMu, Engine.mu,
+// Engine.rewriteMu, Partition.mu, Engine.objMu, wal.Writer.mu;
+// Partition.hwMu and the block cache lock are leaves. mergeMu serializes
+// merges of small extents; rewriteMu is held by a merge or compaction from
+// checking its inputs are current until they are swapped out. The WAL
+// writer goroutine calls back into partitions (advanceHW) holding no lock. Partition.producers and the cold state's txns are
 // guarded by Partition.mu; the cold state's rolledProducers/rolledTxns/
 // rolledUpTo and Engine.prodDirty belong to the roller goroutine, which
 // takes Partition.mu only to read "deleted". The cold state (partCold) is
 // allocated on first use behind an atomic pointer.
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
-// partition.go (append, HW, waits), read.go (reads, object access, cache),
+// partition.go (append, HW, waits), read.go (reads, object access),
+// blockcache.go (the object block cache),
 // roll.go (WAL -> objects: adopt the file on a local store, else build),
-// recover.go (startup), retention.go (retention,
-// DeleteRecords, object GC), compact.go (cleaner), timeindex.go (timestamp
+// backpressure.go (the roll queue slowing the WAL writer down),
+// recover.go (startup), merge.go (single node: merging small extents;
+// mergeread.go builds a merged object, mergebuild.go registers and swaps
+// it), retention.go (retention, DeleteRecords, object GC), compact.go
+// (cleaner), pace.go (the clean loop's share of time and I/O), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
 // txn.go (markers, LSO, aborted index, ReadCommitted),
 // metastate.go (meta keys and records), metrics.go. Cluster mode:

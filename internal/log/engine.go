@@ -47,6 +47,18 @@ type Config struct {
 	// journal commit slow, and the WAL's fsync waits for it.
 	DeleteBytesPerSec int64
 	Now               func() time.Time // nil = time.Now
+	// CleanerShare bounds the share of the time the clean loop
+	// (retention, producer expiry, compaction, object GC) may be busy,
+	// however far behind it is: after each 10 ms of work it rests long
+	// enough to keep to it, and it yields the processor between
+	// partitions (default 0.5; 1: no rests). Time waiting on the disk or
+	// the meta store counts as busy, so this bounds its I/O too. The
+	// roller is never paced: the WAL's backpressure waits for it.
+	CleanerShare float64
+	// CompactBytesPerSec paces compaction's reads and writes together, as
+	// Kafka's log.cleaner.io.max.bytes.per.second (default 128 MiB/s;
+	// negative: unpaced).
+	CompactBytesPerSec int64
 	// CleanerBackoff is the pause between compaction passes, in addition
 	// to the one of each retention check, until SetCleanerBackoff changes
 	// it (default DefaultCleanerBackoff, Kafka's log.cleaner.backoff.ms).
@@ -77,9 +89,19 @@ type Config struct {
 	// byte is written once.
 	CopyRoll bool
 	// MaxPendingSegments bounds the closed WAL segments waiting to be
-	// rolled: beyond it the WAL writer waits for the roller, so appends
-	// are slowed rather than the backlog (memory, replay time) growing
-	// without bound (default 4).
+	// rolled: beyond it the WAL writer stops until the roller catches up
+	// (the hard stall), so appends wait rather than the backlog (memory,
+	// replay time) growing without bound (default 4).
+	//
+	// Before that, the writer is slowed down gradually: once the unrolled
+	// data (closed segments waiting plus the open one) passes half of the
+	// limit, each group commit first waits as long as writing it at a
+	// reduced rate would take. The rate starts far above the roller's
+	// recent speed, equals it halfway from there to the limit, and falls
+	// to nothing at the limit (a wait is at most 100 ms). Produce latency
+	// rises, and throughput settles at the roller's, before anything
+	// stops; the hard stall is left for a roller that all but stopped
+	// (backpressure.go; docs/memory.md).
 	MaxPendingSegments int
 	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a
 	// producer's idempotence state in a partition is dropped once its last
@@ -96,6 +118,17 @@ type Config struct {
 	// MESSAGE_TOO_LARGE, and skipped by compaction and timestamp lookups
 	// if it was stored before the limit existed.
 	DecompressRatio int
+	// MergeFanIn is how many adjacent small extents of one size level
+	// the merge of small extents (merge.go, single node) rewrites into
+	// one (default 8; -1: no merging). Each byte is rewritten about once
+	// per level, log base MergeFanIn of how much a merged extent grows.
+	MergeFanIn int
+	// MergeObjectBytes bounds one merged object, and so the merge's
+	// buffer, and the largest extent a merge makes (default 16 MiB).
+	MergeObjectBytes int64
+	// MergeBytesPerSec paces the merge's writes (default 128 MiB/s;
+	// negative: only its duty cycle, at most half of one core).
+	MergeBytesPerSec int64
 	// Shared, when set, runs the engine in cluster mode over a shared object
 	// store and meta store (shared.go): Dir is unused.
 	Shared *SharedConfig
@@ -126,7 +159,12 @@ func DefaultConfig(dir string) Config {
 		BlockCacheBytes:        64 << 20,
 		PackedObjectBytes:      4 << 20,
 		MaxPendingSegments:     4,
+		CleanerShare:           0.5,
+		CompactBytesPerSec:     128 << 20,
 		ProducerIDExpiration:   24 * time.Hour,
+		MergeFanIn:             defaultMergeFanIn,
+		MergeObjectBytes:       16 << 20,
+		MergeBytesPerSec:       128 << 20,
 	}
 }
 
@@ -149,8 +187,14 @@ func (c *Config) Validate() error {
 		return errors.New("log: Config.ProducerIDExpiration (producer.id.expiration.ms) must be >= 0")
 	case c.DecompressBudgetBytes < 0 || (c.DecompressBudgetBytes > 0 && c.DecompressBudgetBytes < batch.MinDecompressedLimit):
 		return fmt.Errorf("log: Config.DecompressBudgetBytes must be 0 (default) or at least %d, got %d", batch.MinDecompressedLimit, c.DecompressBudgetBytes)
+	case c.CleanerShare < 0 || c.CleanerShare > 1:
+		return fmt.Errorf("log: Config.CleanerShare must be in [0, 1] (0: default), got %v", c.CleanerShare)
 	case c.DecompressRatio < 0:
 		return fmt.Errorf("log: Config.DecompressRatio must be >= 0, got %d", c.DecompressRatio)
+	case c.MergeFanIn == 1 || c.MergeFanIn < -1:
+		return fmt.Errorf("log: Config.MergeFanIn must be 0 (default), -1 (off) or at least 2, got %d", c.MergeFanIn)
+	case c.MergeObjectBytes < 0 || c.MergeObjectBytes > 1<<30:
+		return fmt.Errorf("log: Config.MergeObjectBytes must be 0 (default) or at most 1 GiB, got %d", c.MergeObjectBytes)
 	}
 	return nil
 }
@@ -193,6 +237,12 @@ func (c *Config) fill() {
 	if c.MaxPendingSegments <= 0 {
 		c.MaxPendingSegments = d.MaxPendingSegments
 	}
+	if c.CleanerShare == 0 {
+		c.CleanerShare = d.CleanerShare
+	}
+	if c.CompactBytesPerSec == 0 {
+		c.CompactBytesPerSec = d.CompactBytesPerSec
+	}
 	if c.ProducerIDExpiration == 0 {
 		c.ProducerIDExpiration = d.ProducerIDExpiration
 	}
@@ -201,6 +251,15 @@ func (c *Config) fill() {
 	}
 	if c.DecompressRatio == 0 {
 		c.DecompressRatio = batch.DefaultDecompressRatio
+	}
+	if c.MergeFanIn == 0 {
+		c.MergeFanIn = d.MergeFanIn
+	}
+	if c.MergeObjectBytes == 0 {
+		c.MergeObjectBytes = d.MergeObjectBytes
+	}
+	if c.MergeBytesPerSec == 0 {
+		c.MergeBytesPerSec = d.MergeBytesPerSec
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -260,12 +319,27 @@ type Engine struct {
 	objects    map[string]*object
 	unlinked   []*object // live == 0, meta record still present
 	toRemove   []*object // meta record gone; delete from storage next GC pass
-	rollQueue  []uint64
+	deleting   []*object // taken from toRemove by the GC pass running, not yet deleted
+	rollQueue  []pendingRoll
 	rollKick   chan struct{}
 	rollDone   chan struct{} // closed and replaced each time a segment is rolled
 	rolledUpTo atomic.Uint64 // highest WAL seq rolled (for tests and forceRoll)
+	bp         rollPressure  // the roll queue's backpressure on the WAL writer
 
 	tailBytes atomic.Int64 // owned rolled tail bytes across partitions
+
+	// The merge of small extents (merge.go). mergeMu serializes merge
+	// passes and guards mergeBad (inputs found not to match their
+	// records, left alone). rewriteMu is held by whatever registers an
+	// object replacing extents (a merge, compaction) from checking its
+	// inputs are current until they are swapped out.
+	mergeMu   sync.Mutex
+	mergeBad  map[*extent]bool
+	planner   mergePlanner
+	mergeBuf  mergeBuffers
+	rewriteMu sync.Mutex
+	mm        *mergeMetrics
+	mergeHook func(stage string) error // tests: stop a merge as a crash would
 
 	// prodDirty: partitions whose rolled producer state changed since it
 	// was last persisted. Owned by the roller goroutine.
@@ -318,11 +392,12 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e := &Engine{cfg: cfg, store: store, md: md, log: logger, m: newMetrics(reg),
 		topics: map[string]*topic{}, byID: map[[16]byte]*topic{}, objects: map[string]*object{},
 		rollKick: make(chan struct{}, 1), rollDone: make(chan struct{}), cleanerKick: make(chan struct{}, 1),
-		snapKick: make(chan struct{}, 1)}
+		snapKick: make(chan struct{}, 1), mm: newMergeMetrics(reg), mergeBad: map[*extent]bool{}}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
 	registerDecompressMetrics(reg, e.dec)
+	registerGCMetrics(reg, e)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()
 	var firstSeq uint64
@@ -345,9 +420,13 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
 		OnRoll:    e.enqueueRoll,
 		OnWrite: func(n, _ int, d time.Duration) {
+			if cfg.Shared == nil {
+				e.bp.open.Add(int64(n))
+			}
 			e.m.flushSeconds.Observe(d.Seconds())
 			e.m.flushBytes.Add(float64(n))
 		},
+		Delay: e.walDelay,
 		OnSync: func(d time.Duration) {
 			e.m.fsyncs.Inc()
 			e.m.fsyncSeconds.Observe(d.Seconds())
@@ -370,6 +449,7 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		wo.SinkAsync = e.flushSharedAsync
 		wo.SinkInFlight = cfg.Shared.FlushPipeline
 		wo.OnDurable = nil // registerObject advances each registered partition itself
+		wo.Delay = nil     // no roller: every flush is an object already
 		e.regCh, e.regDone = make(chan *regJob, cfg.Shared.FlushPipeline), make(chan struct{})
 		go e.registerLoop()
 	}
@@ -388,6 +468,10 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	e.bg.Add(2)
 	go e.rollLoop()
 	go e.cleanLoop()
+	if cfg.Shared == nil {
+		e.bg.Add(1)
+		go e.mergeLoop()
+	}
 	if cfg.Shared != nil {
 		e.bg.Add(3)
 		go e.watchTopics()

@@ -137,7 +137,8 @@ func parsePartitionKey(k, prefix string) (id [16]byte, partition int32, ok bool)
 //
 // gen orders objects: on overlap the newer object's extent wins (that is how
 // a compacted extent replaces the ones it was built from). walSeq is the WAL
-// segment the object was rolled from, 0 for compaction output.
+// segment the object was rolled from, 0 for compaction output, and the
+// largest of its inputs' for a merged object (merge.go).
 type objectRecord struct {
 	Gen     uint64
 	WALSeq  uint64

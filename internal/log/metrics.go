@@ -23,7 +23,20 @@ type metrics struct {
 	compactions   prometheus.Counter
 	cacheHits     prometheus.Counter
 	cacheMisses   prometheus.Counter
+	objectReads   prometheus.Histogram
+	objectRead    prometheus.Counter
 	duplicates    prometheus.Counter
+
+	// The roll queue (backpressure.go).
+	rollBytesPending prometheus.Gauge
+	rollSeconds      prometheus.Histogram
+	walDelays        prometheus.Counter
+	walDelaySeconds  prometheus.Counter
+	// The clean loop (retention.go, compact.go).
+	compactionDue         prometheus.Gauge
+	compactionPassSeconds prometheus.Histogram
+	retentionPassSeconds  prometheus.Histogram
+	gcPassSeconds         prometheus.Histogram
 
 	// Cluster (shared) mode flush stages.
 	sharedPutSeconds       prometheus.Histogram
@@ -44,6 +57,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	stage := func(name, help string) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
 			Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(5e-4, 1.5, 20)})
+	}
+	// Passes of the clean loop span a millisecond to minutes.
+	pass := func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(1e-3, 4, 10)})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help})
 	}
 	m := &metrics{
 		appendBatches: c("append_batches_total", "Record batches appended."),
@@ -67,7 +88,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		compactions:  c("compactions_total", "Partition compactions completed."),
 		cacheHits:    c("block_cache_hits_total", "Object block cache hits."),
 		cacheMisses:  c("block_cache_misses_total", "Object block cache misses."),
-		duplicates:   c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
+		objectReads: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "object_read_seconds", Help: "Time to read one range of a data object from the object store (block cache misses and reads too large for the cache).",
+			Buckets: prometheus.ExponentialBuckets(5e-5, 2, 16)}),
+		objectRead: c("object_read_bytes_total", "Bytes read from data objects in the object store (block cache misses and reads too large for the cache)."),
+		duplicates: c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
+
+		rollBytesPending: gauge("wal_bytes_pending", "Bytes of the closed WAL segments not yet rolled into objects."),
+		rollSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
+			Name: "wal_roll_seconds", Help: "Time to roll one closed WAL segment into objects, retries included.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		walDelays: c("wal_backpressure_delays_total",
+			"WAL group commits delayed because the roller fell behind (unrolled data past half of the pending segment limit)."),
+		walDelaySeconds: c("wal_backpressure_delay_seconds_total",
+			"Time the WAL writer waited before group commits because the roller fell behind."),
+		compactionDue: gauge("compaction_partitions_due",
+			"Partitions the last compaction pass found due for cleaning (min.cleanable.dirty.ratio reached)."),
+		compactionPassSeconds: pass("compaction_pass_seconds", "Time of one compaction pass over the compacted partitions, pacing included."),
+		retentionPassSeconds:  pass("retention_pass_seconds", "Time of one retention and producer expiry pass over the partitions, pacing included."),
+		gcPassSeconds:         pass("gc_pass_seconds", "Time of one object garbage collection pass (unregister, then paced deletion)."),
 
 		sharedPutSeconds: stage("cluster_flush_put_seconds",
 			"Cluster mode: time to build and PUT one flush object, retries included."),
@@ -82,7 +121,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.appendBatches, m.appendRecords, m.appendBytes, m.flushSeconds, m.flushBytes, m.fsyncs,
-			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.duplicates,
+			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls,
+			m.rollBytesPending, m.rollSeconds, m.walDelays, m.walDelaySeconds,
+			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.objectReads, m.objectRead, m.duplicates,
 			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
@@ -111,4 +152,50 @@ func registerDecompressMetrics(reg prometheus.Registerer, d *batch.Decompressor)
 		counter("decompress_streamed_total", "Compressed batches validated as a stream at produce.", func(s batch.DecompressStats) int64 { return s.Streamed }),
 		counter("decompress_decoded_total", "Compressed batches decoded whole (timestamp lookups, compaction).", func(s batch.DecompressStats) int64 { return s.Decoded }),
 	)
+}
+
+// registerGCMetrics exposes what object garbage collection has yet to
+// delete. They are counted when scraped: the lists are short between passes.
+func registerGCMetrics(reg prometheus.Registerer, e *Engine) {
+	if reg == nil {
+		return
+	}
+	opts := func(name, help string) prometheus.GaugeOpts {
+		return prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(opts("gc_objects_pending", "Dead data objects awaiting deletion (retention, compaction, deleted topics)."),
+			func() float64 { n, _ := e.gcPending(); return float64(n) }),
+		prometheus.NewGaugeFunc(opts("gc_bytes_pending", "Bytes of the dead data objects awaiting deletion."),
+			func() float64 { _, b := e.gcPending(); return float64(b) }),
+	)
+}
+
+// mergeMetrics are the merge of small extents' (merge.go, single node).
+type mergeMetrics struct {
+	extents   prometheus.Gauge
+	merges    prometheus.Counter
+	inputs    prometheus.Counter
+	bytes     prometheus.Counter
+	readBytes prometheus.Counter
+	seconds   prometheus.Counter
+}
+
+func newMergeMetrics(reg prometheus.Registerer) *mergeMetrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: "log", Name: name, Help: help})
+	}
+	m := &mergeMetrics{
+		extents: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: "extents",
+			Help: "Extents (one partition's run of batches in one object) held by partitions, as of the last merge scan (single node)."}),
+		merges:    c("merges_total", "Merged objects written by the merge of small extents."),
+		inputs:    c("merge_input_extents_total", "Extents merged away (replaced by merged ones)."),
+		bytes:     c("merge_bytes_total", "Batch bytes rewritten by the merge of small extents."),
+		readBytes: c("merge_read_bytes_total", "Bytes of objects the merge of small extents read (of objects it maps, the spans it looked into)."),
+		seconds:   c("merge_seconds_total", "Time spent merging small extents (working, not pacing)."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.extents, m.merges, m.inputs, m.bytes, m.readBytes, m.seconds)
+	}
+	return m
 }

@@ -2,14 +2,11 @@ package log
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
@@ -26,6 +23,13 @@ type object struct {
 	size   int64
 	wal    bool // adopted WAL segment: interleaved extents, dense index
 	live   int  // extents still referenced by a partition; guarded by Engine.objMu
+	// merge is the merge goroutine's scratch (merge.go): its live bytes
+	// as of the plan numbered scan.
+	merge struct {
+		live   int64
+		scan   uint64
+		sparse bool
+	}
 }
 
 // extent is one partition's run of batches inside an object.
@@ -141,16 +145,68 @@ func (p *Partition) readTailLocked(offset int64, maxBytes int32, minOne bool, hw
 	return out
 }
 
-// readExtents reads from the first extent holding a batch at or after offset.
+// readExtents reads from the first extent holding a batch at or after
+// offset, and on into the extents after it while maxBytes allows: in
+// cluster mode an extent is often one group commit's worth, far less than
+// a fetch takes. Extents of adopted WAL segments are read one at a time.
 func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
-	i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset })
-	for ; i < len(exts); i++ {
-		data, found, err := e.readExtent(ctx, exts[i], offset, maxBytes, minOne)
-		if err != nil || found {
-			return data, found, err
+	type span struct {
+		x          *extent
+		start, end int64
+	}
+	var spans []span
+	found, total := false, int64(0)
+	for i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset }); i < len(exts); i++ {
+		x := exts[i]
+		if x.obj.wal {
+			if found {
+				break
+			}
+			data, ok, err := e.readWALExtent(ctx, x, offset, maxBytes, minOne)
+			if err != nil || ok {
+				return data, ok, err
+			}
+			continue
+		}
+		start, end, ok, err := e.extentSpan(ctx, x, offset, int64(maxBytes)-total, minOne && !found)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			continue // compacted away at and after offset
+		}
+		found = true
+		if end > start {
+			spans = append(spans, span{x, start, end})
+			total += end - start
+		}
+		if end < x.Size || total >= int64(maxBytes) {
+			break // the next batch does not fit
+		}
+		offset = x.Last + 1
+	}
+	if len(spans) == 0 {
+		return nil, found, nil
+	}
+	// One span in the cache is returned as it lies there; anything else is
+	// gathered into one new buffer.
+	var ps [][]byte
+	for _, sp := range spans {
+		var ok bool
+		var err error
+		off, n := sp.x.Pos+sp.start, int(sp.end-sp.start)
+		if ps, ok, err = e.cache.slices(ctx, e.store, sp.x.obj, off, n, ps); err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			buf := make([]byte, n)
+			if err := e.cache.load(ctx, e.store, sp.x.obj, buf, off); err != nil {
+				return nil, false, err
+			}
+			ps = append(ps, buf)
 		}
 	}
-	return nil, false, nil
+	return handOut(ps), true, nil
 }
 
 // smallExtent: extents up to this size are scanned from their start rather
@@ -209,18 +265,19 @@ func (e *Engine) batchHeader(ctx context.Context, x *extent, rel int64) (base, l
 	return base, last, maxTS, size, nil
 }
 
-func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
-	if x.obj.wal {
-		return e.readWALExtent(ctx, x, offset, maxBytes, minOne)
-	}
+// extentSpan finds the batches of x (not of an adopted WAL segment) to
+// read from offset on within maxBytes (at least one with minOne): the
+// relative range [start, end), empty when the first does not fit;
+// found=false when x holds no batch at or after offset.
+func (e *Engine) extentSpan(ctx context.Context, x *extent, offset, maxBytes int64, minOne bool) (start, end int64, found bool, err error) {
 	rel, err := e.seekExtent(ctx, x, offset)
 	if err != nil {
-		return nil, false, err
+		return 0, 0, false, err
 	}
 	for rel < x.Size {
 		_, last, _, size, err := e.batchHeader(ctx, x, rel)
 		if err != nil {
-			return nil, false, err
+			return 0, 0, false, err
 		}
 		if last >= offset {
 			break
@@ -228,24 +285,20 @@ func (e *Engine) readExtent(ctx context.Context, x *extent, offset int64, maxByt
 		rel += size
 	}
 	if rel >= x.Size {
-		return nil, false, nil
+		return 0, 0, false, nil
 	}
-	start, end := rel, rel
+	start, end = rel, rel
 	for end < x.Size {
 		_, _, _, size, err := e.batchHeader(ctx, x, end)
 		if err != nil {
-			return nil, false, err
+			return 0, 0, false, err
 		}
-		if end-start+size > int64(maxBytes) && !(end == start && minOne) {
+		if end-start+size > maxBytes && !(end == start && minOne) {
 			break
 		}
 		end += size
 	}
-	if end == start {
-		return nil, true, nil
-	}
-	data, err := e.cache.read(ctx, e.store, x.obj, x.Pos+start, int(end-start))
-	return data, true, err
+	return start, end, true, nil
 }
 
 // walBatch reads the header of batch j of an extent of an adopted WAL
@@ -310,7 +363,7 @@ func (e *Engine) readWALExtent(ctx context.Context, x *extent, offset int64, max
 		return nil, true, nil
 	case len(spans) == 1:
 		data, err := e.cache.read(ctx, e.store, x.obj, spans[0].pos, int(spans[0].size))
-		return data, true, err
+		return handOut([][]byte{data}), true, err
 	}
 	out := make([]byte, 0, total)
 	for _, sp := range spans {
@@ -434,138 +487,4 @@ func (e *Engine) extentData(ctx context.Context, x *extent) ([]byte, error) {
 		return nil, fmt.Errorf("%w: extent of %s holds %d bytes, record says %d", ErrCorruptMessage, x.obj.key, len(out), x.Size)
 	}
 	return out, nil
-}
-
-// blockCache caches fixed-size blocks of objects. Objects are immutable, so
-// entries never go stale; they are dropped when their object is deleted or
-// by LRU.
-type blockCache struct {
-	mu    sync.Mutex
-	cap   int64
-	size  int64
-	lru   *list.List // of *cacheBlock, front = most recent
-	index map[cacheKey]*list.Element
-	m     *metrics
-}
-
-const cacheBlock = 256 << 10
-
-type cacheKey struct {
-	obj string
-	blk int64
-}
-
-type cacheEntry struct {
-	k    cacheKey
-	data []byte
-}
-
-func newBlockCache(capacity int64, m *metrics) *blockCache {
-	return &blockCache{cap: capacity, lru: list.New(), index: map[cacheKey]*list.Element{}, m: m}
-}
-
-// read returns n bytes of obj at off. The result may alias the cache and
-// must not be modified. Reads larger than a few blocks bypass the cache.
-func (c *blockCache) read(ctx context.Context, st objstore.Storage, obj *object, off int64, n int) ([]byte, error) {
-	if n < 0 || off < 0 || off+int64(n) > obj.size {
-		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	if n > 4*cacheBlock || c.cap <= 0 {
-		buf := make([]byte, n)
-		if err := st.ReadAt(ctx, obj.key, buf, off); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	if first == lastBlk {
-		b, err := c.block(ctx, st, obj, first)
-		if err != nil {
-			return nil, err
-		}
-		s := off - first*cacheBlock
-		return b[s : s+int64(n) : s+int64(n)], nil
-	}
-	return c.appendRead(ctx, st, obj, off, n, make([]byte, 0, n))
-}
-
-// appendRead appends n bytes of obj at off to dst. Without a cache (or for
-// a large read) the store reads straight into dst's spare capacity.
-func (c *blockCache) appendRead(ctx context.Context, st objstore.Storage, obj *object, off int64, n int, dst []byte) ([]byte, error) {
-	if n < 0 || off < 0 || off+int64(n) > obj.size {
-		return nil, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, off, n, obj.key, obj.size)
-	}
-	if n > 4*cacheBlock || c.cap <= 0 {
-		l := len(dst)
-		dst = slices.Grow(dst, n)[:l+n]
-		if err := st.ReadAt(ctx, obj.key, dst[l:], off); err != nil {
-			return nil, err
-		}
-		return dst, nil
-	}
-	first, lastBlk := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	for blk := first; n > 0 && blk <= lastBlk; blk++ {
-		b, err := c.block(ctx, st, obj, blk)
-		if err != nil {
-			return nil, err
-		}
-		lo, hi := int64(0), int64(len(b))
-		if blk == first {
-			lo = off - blk*cacheBlock
-		}
-		if blk == lastBlk {
-			hi = off + int64(n) - blk*cacheBlock
-		}
-		dst = append(dst, b[lo:hi]...)
-	}
-	return dst, nil
-}
-
-func (c *blockCache) block(ctx context.Context, st objstore.Storage, obj *object, blk int64) ([]byte, error) {
-	k := cacheKey{obj.key, blk}
-	c.mu.Lock()
-	if el, ok := c.index[k]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		c.m.cacheHits.Inc()
-		return el.Value.(*cacheEntry).data, nil
-	}
-	c.mu.Unlock()
-	c.m.cacheMisses.Inc()
-	n := min(int64(cacheBlock), obj.size-blk*cacheBlock)
-	buf := make([]byte, n)
-	if err := st.ReadAt(ctx, obj.key, buf, blk*cacheBlock); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.index[k]; ok {
-		return el.Value.(*cacheEntry).data, nil
-	}
-	c.index[k] = c.lru.PushFront(&cacheEntry{k: k, data: buf})
-	c.size += n
-	for c.size > c.cap && c.lru.Len() > 0 {
-		el := c.lru.Back()
-		ce := el.Value.(*cacheEntry)
-		c.lru.Remove(el)
-		delete(c.index, ce.k)
-		c.size -= int64(len(ce.data))
-	}
-	return buf, nil
-}
-
-// drop forgets every block of obj.
-func (c *blockCache) drop(obj *object) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for blk := int64(0); blk*cacheBlock < obj.size; blk++ {
-		if el, ok := c.index[cacheKey{obj.key, blk}]; ok {
-			c.lru.Remove(el)
-			delete(c.index, cacheKey{obj.key, blk})
-			c.size -= int64(len(el.Value.(*cacheEntry).data))
-		}
-	}
 }

@@ -166,7 +166,7 @@ func (e *Engine) recover(ctx context.Context) (uint64, error) {
 			p.tail = append(p.tail, tailBatch{base: base, last: last, maxTS: batch.MaxTimestamp(ent.Batch), data: ent.Batch})
 			p.next = last + 1
 		}
-		e.rollQueue = append(e.rollQueue, seq)
+		e.queueRoll(seq, int64(len(s.Data)))
 	}
 	// Everything replayed is on disk (and was fsynced by Recover if cut),
 	// so it is readable: the high watermark is the log end.

@@ -58,7 +58,7 @@ func (e *Engine) cleanLoop() {
 				}
 			}
 		case <-ct.C:
-			e.cleanPartitions(e.ctx, false, true)
+			e.cleanPartitions(e.ctx, true)
 			ct.Reset(e.cleanerPause())
 		case <-e.cleanerKick:
 			ct.Reset(e.cleanerPause())
@@ -70,43 +70,65 @@ func (e *Engine) cleanLoop() {
 
 // cleanOnce is one pass of everything the clean loop does.
 func (e *Engine) cleanOnce(ctx context.Context) {
-	e.cleanPartitions(ctx, true, true)
+	e.cleanPartitions(ctx, false)
+	e.cleanPartitions(ctx, true)
 	e.collectGarbage(ctx)
 }
 
-// cleanPartitions runs retention and producer expiry (retain) and
-// compaction (compact) over the partitions this broker leads.
-func (e *Engine) cleanPartitions(ctx context.Context, retain, compact bool) {
+// cleanPartitions runs retention and producer expiry, or compaction, over
+// the partitions this broker leads, paced (pace.go): over 100,000
+// partitions a pass yields between each and keeps to Config.CleanerShare.
+func (e *Engine) cleanPartitions(ctx context.Context, compact bool) {
+	start := time.Now()
 	e.mu.RLock()
 	topics := make([]*topic, 0, len(e.topics))
 	for _, t := range e.topics {
 		topics = append(topics, t)
 	}
 	e.mu.RUnlock()
+	var pc *pacer
+	if compact {
+		pc = e.newPacer(ctx, e.cfg.CompactBytesPerSec)
+	} else {
+		pc = e.newPacer(ctx, 0)
+	}
 	cutoff := e.producerCutoff()
+	due := 0
 	for _, t := range topics {
 		cfg := t.cfg.Load()
+		if compact && !cfg.Compact {
+			continue
+		}
 		for _, p := range t.partitions() {
-			if ctx.Err() != nil {
+			if !pc.yield() {
 				return
 			}
 			if !p.Led() {
 				continue // cluster mode: another broker's partition
 			}
-			if retain {
-				p.expireProducers(cutoff)
-				if cfg.Delete {
-					if err := p.applyRetention(ctx); err != nil {
-						e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
-					}
+			if compact {
+				d, err := p.compact(ctx, pc)
+				if d {
+					due++
 				}
-			}
-			if compact && cfg.Compact {
-				if err := p.compact(ctx); err != nil {
+				if err != nil {
 					e.log.Warn("compaction failed", "topic", t.name, "partition", p.id, "err", err)
+				}
+				continue
+			}
+			p.expireProducers(cutoff)
+			if cfg.Delete {
+				if err := p.applyRetention(ctx); err != nil {
+					e.log.Warn("retention failed", "topic", t.name, "partition", p.id, "err", err)
 				}
 			}
 		}
+	}
+	if compact {
+		e.m.compactionDue.Set(float64(due))
+		e.m.compactionPassSeconds.Observe(time.Since(start).Seconds())
+	} else {
+		e.m.retentionPassSeconds.Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -289,36 +311,49 @@ func (e *Engine) paceDelete(ctx context.Context, size int64) bool {
 // collectGarbage unregisters objects no partition references any more and
 // deletes from storage the ones unregistered by the previous pass (so a read
 // that picked an extent just before it was released still finds its object).
+// Deletions are paced by Config.DeleteBytesPerSec, unregistering by
+// Config.CleanerShare.
 func (e *Engine) collectGarbage(ctx context.Context) {
+	start := time.Now()
+	defer func() { e.m.gcPassSeconds.Observe(time.Since(start).Seconds()) }()
 	e.objMu.Lock()
 	remove := e.toRemove
 	e.toRemove = nil
+	e.deleting = remove
 	unlinked := e.unlinked
 	e.unlinked = nil
 	e.objMu.Unlock()
 
+	// requeue puts back what this pass leaves for the next.
+	requeue := func(objs []*object) {
+		e.objMu.Lock()
+		e.toRemove = append(e.toRemove, objs...)
+		e.deleting = nil
+		e.objMu.Unlock()
+	}
 	for i, o := range remove {
 		if !e.shrinkDead(ctx, o) {
-			e.objMu.Lock()
-			e.toRemove = append(e.toRemove, remove[i:]...)
-			e.objMu.Unlock()
+			requeue(remove[i:])
 			break
 		}
 		if err := e.store.Delete(ctx, o.key); err != nil {
 			e.log.Warn("deleting data object failed; will retry", "key", o.key, "err", err)
 			e.objMu.Lock()
 			e.toRemove = append(e.toRemove, o)
+			e.deleting = remove[i+1:]
 			e.objMu.Unlock()
 			continue
 		}
 		e.m.objectsFreed.Inc()
+		e.objMu.Lock()
+		e.deleting = remove[i+1:]
+		e.objMu.Unlock()
 		if !e.paceDelete(ctx, min(o.size, deleteChunkBytes)) {
-			e.objMu.Lock()
-			e.toRemove = append(e.toRemove, remove[i+1:]...)
-			e.objMu.Unlock()
+			requeue(remove[i+1:])
 			break
 		}
 	}
+	pc := e.newPacer(ctx, 0)
 	for len(unlinked) > 0 {
 		n := min(len(unlinked), meta.MaxTxnOps)
 		ops := make([]meta.Op, n)
@@ -343,5 +378,25 @@ func (e *Engine) collectGarbage(ctx context.Context) {
 			e.cache.drop(o)
 		}
 		unlinked = unlinked[n:]
+		if len(unlinked) > 0 && !pc.yield() {
+			e.objMu.Lock()
+			e.unlinked = append(e.unlinked, unlinked...)
+			e.objMu.Unlock()
+			return
+		}
 	}
+}
+
+// gcPending is the objects awaiting deletion (unregistered or not yet)
+// and their bytes.
+func (e *Engine) gcPending() (objects int, bytes int64) {
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	for _, l := range [][]*object{e.unlinked, e.toRemove, e.deleting} {
+		objects += len(l)
+		for _, o := range l {
+			bytes += o.size
+		}
+	}
+	return objects, bytes
 }

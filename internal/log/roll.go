@@ -24,16 +24,13 @@ import (
 // default request limit is 1.5 MiB).
 const maxExtentsPerObject = 8192
 
-// enqueueRoll is the WAL writer's OnRoll hook. It is the WAL's
-// backpressure: while more than MaxPendingSegments closed segments wait for
-// the roller it blocks the writer (so appends wait), which bounds the
-// unrolled data held in memory and replayed at restart.
+// enqueueRoll is the WAL writer's OnRoll hook. It is the WAL's last
+// resort against a roller that fell behind (walDelay, which slows the writer
+// down before, is the first): while more than MaxPendingSegments closed
+// segments wait for the roller it blocks the writer (so appends wait),
+// which bounds the unrolled data held in memory and replayed at restart.
 func (e *Engine) enqueueRoll(seq uint64) {
-	e.objMu.Lock()
-	e.rollQueue = append(e.rollQueue, seq)
-	n := len(e.rollQueue)
-	e.objMu.Unlock()
-	e.m.rollPending.Set(float64(n))
+	n := e.queueRoll(seq, e.bp.open.Swap(0))
 	select {
 	case e.rollKick <- struct{}{}:
 	default:
@@ -57,16 +54,12 @@ func (e *Engine) enqueueRoll(seq uint64) {
 	}
 }
 
+// rollLoop rolls closed WAL segments in order, at full speed: it is what
+// the WAL's backpressure waits for.
 func (e *Engine) rollLoop() {
 	defer e.bg.Done()
 	for {
-		e.objMu.Lock()
-		var seq uint64
-		ok := len(e.rollQueue) > 0
-		if ok {
-			seq = e.rollQueue[0]
-		}
-		e.objMu.Unlock()
+		r, ok := e.takeRoll()
 		if !ok {
 			select {
 			case <-e.rollKick:
@@ -77,14 +70,14 @@ func (e *Engine) rollLoop() {
 		}
 		backoff := 100 * time.Millisecond
 		for {
-			err := e.rollSegment(e.ctx, seq)
+			err := e.rollSegment(e.ctx, r.seq)
 			if err == nil {
 				break
 			}
 			if e.ctx.Err() != nil {
 				return
 			}
-			e.log.Error("rolling WAL segment into objects failed; will retry", "segment", seq, "err", err)
+			e.log.Error("rolling WAL segment into objects failed; will retry", "segment", r.seq, "err", err)
 			select {
 			case <-time.After(backoff):
 			case <-e.ctx.Done():
@@ -92,14 +85,7 @@ func (e *Engine) rollLoop() {
 			}
 			backoff = min(2*backoff, 10*time.Second)
 		}
-		e.objMu.Lock()
-		e.rollQueue = e.rollQueue[1:]
-		n := len(e.rollQueue)
-		close(e.rollDone)
-		e.rollDone = make(chan struct{})
-		e.objMu.Unlock()
-		e.m.rollPending.Set(float64(n))
-		e.rolledUpTo.Store(seq)
+		e.rolled(r)
 	}
 }
 

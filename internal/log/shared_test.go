@@ -366,7 +366,7 @@ func TestSharedMergeAndCompaction(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d extents after the merge, want 1", n)
 	}
-	if err := pc.compact(ctx); err != nil {
+	if _, err := pc.compact(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, pc, 1<<20); len(got) != 1 || string(got[0].value) != "9-1" {
@@ -459,7 +459,7 @@ func TestSharedDuplicateAcrossFence(t *testing.T) {
 	}
 }
 
-func testEventually(t *testing.T, cond func() bool) {
+func testEventually(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

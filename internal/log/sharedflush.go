@@ -53,6 +53,7 @@ func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error
 		var o *pendingObject
 		var body []byte
 		if o, body, runs, job.err = e.buildObject(runs); o != nil {
+			o.body = body
 			job.objs = append(job.objs, o)
 			bodies = append(bodies, body)
 		}
@@ -135,6 +136,9 @@ type pendingObject struct {
 	gen      uint64
 	size     int64
 	deadline time.Time // register by then or give up (orphan grace)
+	// body is the object's bytes, kept until it is registered and they go
+	// to the block cache for readers of the new data.
+	body []byte
 }
 
 // regJob is one group for the registration goroutine.
@@ -483,6 +487,10 @@ func (e *Engine) registerObject(o *pendingObject) error {
 // snapshot state, and the high watermarks move past them.
 func (e *Engine) applyRegistered(o *pendingObject, rec *objectRecord, kept []int) {
 	obj := e.sharedObject(o.key, rec)
+	// Before the extents are visible: consumers of what was just produced
+	// read it from memory, not back from the store.
+	e.cache.fill(obj, o.body)
+	o.body = nil
 	kick := false
 	e.snapMu.Lock()
 	for _, j := range kept {

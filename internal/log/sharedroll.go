@@ -200,6 +200,7 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun, data map[*ex
 		return fmt.Errorf("register merged object: %w", err)
 	}
 	o := e.sharedObject(key, &rec)
+	e.cache.fill(o, body) // it replaces extents readers may be reading now
 	for j, r := range runs {
 		nx := &extent{Extent: exts[j], obj: o}
 		r.p.mu.Lock()

@@ -145,6 +145,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.AsyncBacklogBytes = mem.AsyncBacklogBytes
 	lcfg.TailBytesTotal = mem.TailBytes
 	lcfg.BlockCacheBytes = mem.BlockCacheBytes
+	lcfg.MergeObjectBytes = mem.MergeBytes
 	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration

@@ -113,6 +113,8 @@ type target struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	rate  float64 // records/s of the last unlimited run, to size the next
+	// watch, when set, gets each line of bench's progress log.
+	watch func(line string)
 }
 
 func newTarget(t *testing.T, name string, addrs []string) *target {
@@ -157,7 +159,7 @@ func (tg *target) run(t *testing.T, ctx context.Context, cfg bench.Config, keep 
 		return err
 	})
 	cfg.Brokers, cfg.Topic = tg.addrs, topic
-	res, err := benchProcess(ctx, benchBinary(t), cfg)
+	res, err := benchProcess(ctx, benchBinary(t), cfg, tg.watch)
 	if res == nil || len(res.Runs) == 0 {
 		t.Fatalf("%s: bench: no report: %v", tg.name, err)
 	}

@@ -153,7 +153,12 @@ func TestIdleMemoryReturned(t *testing.T) {
 	// and the free pages went back). Without the return, no collection
 	// runs in a quiet process and the garbage stays in use.
 	peak := uint64(0)
-	deadline := time.Now().Add(90 * time.Second)
+	// Background work after the burst (rolling it, then merging the
+	// 20,000 partitions' small extents into packed objects) allocates
+	// too, so the broker is quiet only once that is done: seconds alone,
+	// a minute or more on a machine busy with other tests.
+	const quietWithin = 240 * time.Second
+	deadline := time.Now().Add(quietWithin)
 	for {
 		m := scrapeMetrics(t, admin)
 		held := m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"] + m["go_memstats_heap_inuse_bytes"]
@@ -163,7 +168,7 @@ func TestIdleMemoryReturned(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("90 s after the burst the runtime still holds %d MiB of heap (peak %d MiB)", held>>20, peak>>20)
+			t.Fatalf("%v after the burst the runtime still holds %d MiB of heap (peak %d MiB)", quietWithin, held>>20, peak>>20)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -1,0 +1,227 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-mq/sluice/internal/bench"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+	"github.com/sluice-mq/sluice/internal/testcluster"
+)
+
+// readRuns is how many times each read path figure is measured.
+const readRuns = 5
+
+// readSmallBudgetMB is the memory budget of the read figure's second
+// cluster: its block cache (1/16) holds about a third of one run's data.
+const readSmallBudgetMB = 512
+
+// readBenchConfig is issue 18's consume workload: one producer, no
+// idempotence, acks=all, linger 5 ms, 1,000,000 records of 100 B, read
+// back from the start as soon as they are acknowledged.
+func readBenchConfig(partitions int32) bench.Config {
+	cfg := figBenchConfig(partitions, 1)
+	cfg.Idempotent = false
+	cfg.Linger = 5 * time.Millisecond
+	cfg.Records = 1_000_000
+	return cfg
+}
+
+// readTarget is a target whose broker process the read figure samples.
+type readTarget struct {
+	*target
+	pid   int
+	admin string // admin HTTP address, for /metrics
+}
+
+// readRow is one run of the read figure.
+type readRow struct {
+	produce, consume float64 // records/s
+	cpuPerRecord     float64 // broker CPU in the consume phase per record consumed, µs
+	fetches          float64 // Fetch requests the broker answered
+	fetchSeconds     float64 // their time in the broker, summed
+	objReads         float64 // reads that reached the object store
+	objReadSeconds   float64
+	objReadMB        float64
+	hits, misses     float64 // block cache
+}
+
+// readCounters are the metrics a read row is made of, summed over series
+// (the request duration only for Fetch).
+func readCounters(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	fams, err := scrapeMetrics(addr)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", addr, err)
+	}
+	out := map[string]float64{}
+	for _, m := range fams["sluice_kafka_request_duration_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "api" && l.GetValue() == "Fetch" {
+				out["fetches"] += float64(m.GetHistogram().GetSampleCount())
+				out["fetch_s"] += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	sum := func(name string, f func(*dto.Metric) float64) {
+		for _, m := range fams[name].GetMetric() {
+			out[name] += f(m)
+		}
+	}
+	counter := func(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
+	sum("sluice_log_block_cache_hits_total", counter)
+	sum("sluice_log_block_cache_misses_total", counter)
+	sum("sluice_log_object_read_bytes_total", counter)
+	sum("sluice_log_object_read_seconds", func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) })
+	for _, m := range fams["sluice_log_object_read_seconds"].GetMetric() {
+		out["obj_read_s"] += m.GetHistogram().GetSampleSum()
+	}
+	return out
+}
+
+// measureRead runs cfg once against rt, sampling the broker's CPU when
+// bench starts consuming and when it is done.
+func (rt *readTarget) measureRead(t *testing.T, cfg bench.Config) readRow {
+	t.Helper()
+	var mu sync.Mutex
+	var atConsume time.Duration
+	rt.watch = func(line string) {
+		if strings.Contains(line, "msg=consuming") {
+			mu.Lock()
+			atConsume = procCPU(rt.pid, false)
+			mu.Unlock()
+		}
+	}
+	defer func() { rt.watch = nil }()
+	before := readCounters(t, rt.admin)
+	rep, err := rt.run(t, context.Background(), cfg, false)
+	if err != nil {
+		t.Errorf("%s: bench: %v", rt.name, err)
+	}
+	end := procCPU(rt.pid, false)
+	after := readCounters(t, rt.admin)
+	d := func(k string) float64 { return after[k] - before[k] }
+	mu.Lock()
+	consumeCPU := end - atConsume
+	mu.Unlock()
+	row := readRow{produce: rep.Produce.RecordsPerSec, consume: rep.Consume.RecordsPerSec,
+		fetches: d("fetches"), fetchSeconds: d("fetch_s"),
+		objReads: d("sluice_log_object_read_seconds"), objReadSeconds: d("obj_read_s"),
+		objReadMB: d("sluice_log_object_read_bytes_total") / 1e6,
+		hits:      d("sluice_log_block_cache_hits_total"), misses: d("sluice_log_block_cache_misses_total")}
+	if rep.Consume.Records > 0 {
+		row.cpuPerRecord = float64(consumeCPU.Microseconds()) / float64(rep.Consume.Records)
+	}
+	return row
+}
+
+const (
+	readHeader = "| run | produce rec/s | consume rec/s | broker CPU per record consumed | Fetch requests | broker time in Fetch | object store reads | their time | MB read from the store | block cache hits / misses |"
+	readRule   = "|-----|--------------:|--------------:|-------------------------------:|---------------:|---------------------:|-------------------:|-----------:|-----------------------:|--------------------------:|"
+)
+
+func (r readRow) String(label string) string {
+	return fmt.Sprintf("| %s | %.0f | %.0f | %.3f µs | %.0f | %.3f s | %.0f | %.3f s | %.1f | %.0f / %.0f |", label,
+		r.produce, r.consume, r.cpuPerRecord, r.fetches, r.fetchSeconds, r.objReads, r.objReadSeconds, r.objReadMB, r.hits, r.misses)
+}
+
+// medianReadRow is the per-column median of rows.
+func medianReadRow(rows []readRow) readRow {
+	col := func(f func(readRow) float64) float64 {
+		var xs []float64
+		for _, r := range rows {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	return readRow{
+		produce: col(func(r readRow) float64 { return r.produce }), consume: col(func(r readRow) float64 { return r.consume }),
+		cpuPerRecord: col(func(r readRow) float64 { return r.cpuPerRecord }),
+		fetches:      col(func(r readRow) float64 { return r.fetches }), fetchSeconds: col(func(r readRow) float64 { return r.fetchSeconds }),
+		objReads: col(func(r readRow) float64 { return r.objReads }), objReadSeconds: col(func(r readRow) float64 { return r.objReadSeconds }),
+		objReadMB: col(func(r readRow) float64 { return r.objReadMB }),
+		hits:      col(func(r readRow) float64 { return r.hits }), misses: col(func(r readRow) float64 { return r.misses }),
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestClusterFiguresReadPath measures how fast a consumer reads back data
+// just produced (issue 18, item 5): readBenchConfig on 1 and 4
+// partitions, against a one-broker cluster, a single node, and a
+// one-broker cluster whose memory budget leaves its block cache smaller
+// than what one run produces, in the same run, runs alternating. Besides
+// the rates it logs the broker's CPU in the consume phase and where its
+// Fetch time went (its metrics: Fetch requests, object store reads, block
+// cache).
+func TestClusterFiguresReadPath(t *testing.T) {
+	skipUnlessFigures(t)
+	t.Logf("load average at start: %s", loadAvg())
+	extra := strings.Fields(os.Getenv(figuresArgsEnv))
+	c := testcluster.Start(t, testcluster.Options{Brokers: 1, ExtraArgs: extra})
+	keepLogs(t, c)
+	small := testcluster.Start(t, testcluster.Options{Brokers: 1,
+		ExtraArgs: append([]string{"--memory-budget-mb", fmt.Sprint(readSmallBudgetMB)}, extra...)})
+	keepLogs(t, small)
+	admin := freeAddr(t)
+	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), append([]string{"--admin-listen", admin}, extra...)...)
+	targets := []*readTarget{
+		{target: newTarget(t, "cluster (1 broker, S3)", c.Addrs()), pid: c.Broker(0).Pid(), admin: c.AdminAddr(0)},
+		{target: newTarget(t, "single node (local disk)", []string{single.Addr()}), pid: single.Pid(), admin: admin},
+		{target: newTarget(t, fmt.Sprintf("cluster (1 broker, S3, %d MiB budget)", readSmallBudgetMB), small.Addrs()),
+			pid: small.Broker(0).Pid(), admin: small.AdminAddr(0)},
+	}
+	var summary []string
+	for _, parts := range []int32{1, 4} {
+		cfg := readBenchConfig(parts)
+		for _, rt := range targets { // warm-up, not measured
+			if _, err := rt.run(t, context.Background(), cfg, false); err != nil {
+				t.Errorf("%s: warm-up: %v", rt.name, err)
+			}
+		}
+		rows := make([][]readRow, len(targets))
+		for run := 1; run <= readRuns; run++ {
+			for i, rt := range targets {
+				row := rt.measureRead(t, cfg)
+				t.Logf("%d partition(s), %s, run %d: %s", parts, rt.name, run, row.String(fmt.Sprint(run)))
+				rows[i] = append(rows[i], row)
+			}
+		}
+		for i, rt := range targets {
+			lines := []string{fmt.Sprintf("%s, %d partition(s): 1 producer, acks=all, not idempotent, linger 5 ms, 1,000,000 x 100 B, then consumed from the start",
+				rt.name, parts), readHeader, readRule}
+			for j, r := range rows[i] {
+				lines = append(lines, r.String(fmt.Sprint(j+1)))
+			}
+			lines = append(lines, medianReadRow(rows[i]).String("median"))
+			t.Log("\n" + strings.Join(lines, "\n"))
+		}
+		cm, sm, bm := medianReadRow(rows[0]), medianReadRow(rows[1]), medianReadRow(rows[2])
+		summary = append(summary, fmt.Sprintf("| %d | %.0f | %.0f | %.2fx | %.3f / %.3f µs | %.0f | %.2fx |",
+			parts, cm.consume, sm.consume, cm.consume/sm.consume, cm.cpuPerRecord, sm.cpuPerRecord, bm.consume, bm.consume/sm.consume))
+	}
+	t.Log("\nConsume of just-produced data, medians of " + fmt.Sprint(readRuns) + " runs:\n" +
+		"| partitions | cluster rec/s | single node rec/s | cluster/single | broker CPU per record, cluster / single | cluster, small budget, rec/s | small/single |\n" +
+		"|-----------:|--------------:|------------------:|---------------:|---------------------------------------:|-----------------------------:|-------------:|\n" +
+		strings.Join(summary, "\n"))
+	logMemory(t, "cluster (1 broker)", []*testbroker.Proc{c.Broker(0)})
+	logMemory(t, "single node", []*testbroker.Proc{single})
+	logMemory(t, fmt.Sprintf("cluster (1 broker, %d MiB budget)", readSmallBudgetMB), []*testbroker.Proc{small.Broker(0)})
+	t.Logf("load average at end: %s", loadAvg())
+}
