@@ -15,7 +15,7 @@ package log
 // PackedObjectBytes: its extent count follows its bytes, not its age.
 //
 // Inputs are read a request per object (or per stretch of one whose
-// extents are within mergeGap of each other), not one per extent.
+// extents are within sharedMergeGap of each other), not one per extent.
 
 import (
 	"bytes"
@@ -131,15 +131,15 @@ func sortRuns(runs []*mergeRun) {
 // mergeSmall is the size under which a merged extent is merged again.
 func (e *Engine) mergeSmall() int64 { return e.cfg.PackedObjectBytes / 4 }
 
-// mergeGap is the most bytes between two input extents of one object that
+// sharedMergeGap is the most bytes between two input extents of one S3 object that
 // are read (and thrown away) to read both in one request.
-const mergeGap = 256 << 10
+const sharedMergeGap = 256 << 10
 
 // mergeReads is how many input reads of one merge run at once.
 const mergeReads = 8
 
 // mergeData reads every extent of runs, a request per object (or per
-// stretch of it whose extents are within mergeGap of each other).
+// stretch of it whose extents are within sharedMergeGap of each other).
 func (e *Engine) mergeData(ctx context.Context, runs []*mergeRun) (map[*extent][]byte, error) {
 	byObj := map[*object][]*extent{}
 	for _, r := range runs {
@@ -158,7 +158,7 @@ func (e *Engine) mergeData(ctx context.Context, runs []*mergeRun) (map[*extent][
 		slices.SortFunc(xs, func(a, b *extent) int { return cmp.Compare(a.Pos, b.Pos) })
 		cur := span{obj: o, start: xs[0].Pos, end: xs[0].Pos + xs[0].Size, exts: xs[:1]}
 		for _, x := range xs[1:] {
-			if x.Pos-cur.end <= mergeGap {
+			if x.Pos-cur.end <= sharedMergeGap {
 				cur.end = max(cur.end, x.Pos+x.Size)
 				cur.exts = append(cur.exts, x)
 				continue

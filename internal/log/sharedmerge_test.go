@@ -12,18 +12,18 @@ import (
 	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
-// countingStore counts reads and PUTs of data objects.
-type countingStore struct {
+// putCountingStore counts reads and PUTs of data objects.
+type putCountingStore struct {
 	objstore.Storage
 	reads, puts atomic.Int64
 }
 
-func (c *countingStore) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
+func (c *putCountingStore) ReadAt(ctx context.Context, key string, p []byte, off int64) error {
 	c.reads.Add(1)
 	return c.Storage.ReadAt(ctx, key, p, off)
 }
 
-func (c *countingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+func (c *putCountingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
 	if strings.HasPrefix(key, objectPrefix) {
 		c.puts.Add(1)
 	}
@@ -35,9 +35,9 @@ func (c *countingStore) Put(ctx context.Context, key string, r io.Reader, size i
 // one extent of one merged object, and merges small merged extents again.
 func TestSharedMergeByObject(t *testing.T) {
 	dir, md, la, _ := newSharedEnv(t)
-	var cs *countingStore
+	var cs *putCountingStore
 	a := openSharedStore(t, dir, md, la, func(s objstore.Storage) objstore.Storage {
-		cs = &countingStore{Storage: s}
+		cs = &putCountingStore{Storage: s}
 		return cs
 	}, nil)
 	ctx := context.Background()
