@@ -59,6 +59,13 @@ func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error
 		}
 	}
 	go func() {
+		// Counted once ready is closed (defers run last first), so that
+		// what the counter shows is ready for the registration goroutine.
+		defer func() {
+			if job.err == nil {
+				e.m.sharedStored.Add(float64(len(job.objs)))
+			}
+		}()
 		defer close(job.ready)
 		if job.err != nil {
 			return
