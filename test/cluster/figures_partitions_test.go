@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,15 +82,33 @@ func TestClusterFiguresPartitions(t *testing.T) {
 	before := f.sample()
 	began := time.Now()
 	for chunk := range slices.Chunk(names, 1000) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		t0 := time.Now()
-		resps, err := adm.CreateTopics(ctx, perTopic, -1, nil, chunk...)
-		cancel()
-		if err == nil {
-			err = resps.Error()
-		}
-		if err != nil {
-			t.Fatalf("creating %d topics from %s: %v", len(chunk), chunk[0], err)
+		for attempt := 1; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			resps, err := adm.CreateTopics(ctx, perTopic, -1, nil, chunk...)
+			cancel()
+			if err == nil {
+				// Topics a failed attempt created already exist.
+				var left []error
+				for _, r := range resps {
+					if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+						left = append(left, fmt.Errorf("%s: %w", r.Topic, r.Err))
+					}
+				}
+				err = errors.Join(left...)
+			}
+			if err == nil {
+				break
+			}
+			// An etcd stall longer than the lease (seen on a loaded machine:
+			// etcd answered nothing for 20 s) ends every broker's session;
+			// until they rejoin, creation gets INVALID_REPLICATION_FACTOR,
+			// as from Kafka with no broker registered.
+			if attempt == 10 {
+				t.Fatalf("creating %d topics from %s: %v", len(chunk), chunk[0], err)
+			}
+			t.Logf("creating %d topics from %s, attempt %d: %v; trying again", len(chunk), chunk[0], attempt, firstLine(err))
+			time.Sleep(5 * time.Second)
 		}
 		t.Logf("created %d topics from %s in %.2fs", len(chunk), chunk[0], time.Since(t0).Seconds())
 	}
@@ -583,4 +603,13 @@ func loadWindow(series []partSample) (partSample, partSample, bool) {
 		return partSample{}, partSample{}, false
 	}
 	return series[first], series[last], true
+}
+
+// firstLine is err's message up to its first line break.
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		return msg[:i] + " ..."
+	}
+	return msg
 }
