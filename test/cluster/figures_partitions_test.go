@@ -34,6 +34,7 @@ const (
 	partsRateEnv    = "SLUICE_PARTITIONS_RATE"     // the load's MB/s (default 2; 0 unlimited)
 	partsProfEnv    = "SLUICE_PARTITIONS_PROFILES" // a directory to save each broker's heap profile in
 	partsSettleEnv  = "SLUICE_PARTITIONS_SETTLE"   // also measure idle this long after the load (e.g. 6m)
+	partsLeaseEnv   = "SLUICE_PARTITIONS_LEASE"    // the brokers' lease TTL (default: the broker's default)
 )
 
 // TestClusterFiguresPartitions measures cluster mode with many partitions:
@@ -64,7 +65,7 @@ func TestClusterFiguresPartitions(t *testing.T) {
 	const perTopic = 10
 	c := testcluster.Start(t, testcluster.Options{EtcdProcess: true, LeaseTTL: testcluster.BrokerDefaultLease,
 		// The production default: the harness's 3 s would add its own writes.
-		ExtraArgs: []string{"--etcd-compaction-interval", "5m"}})
+		ExtraArgs: append([]string{"--etcd-compaction-interval", "5m"}, leaseArgs(t)...)})
 	keepLogs(t, c)
 	f := newPartFigures(t, c)
 	t.Logf("load average %s; %d topics x %d partitions over %d brokers", loadAvg(), topics, perTopic, c.Len())
@@ -612,4 +613,16 @@ func firstLine(err error) string {
 		return msg[:i] + " ..."
 	}
 	return msg
+}
+
+// leaseArgs returns the --lease-ttl flag SLUICE_PARTITIONS_LEASE asks for.
+func leaseArgs(t *testing.T) []string {
+	v := os.Getenv(partsLeaseEnv)
+	if v == "" {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err != nil {
+		t.Fatalf("%s: %v", partsLeaseEnv, err)
+	}
+	return []string{"--lease-ttl", v}
 }
