@@ -39,6 +39,7 @@ func readBenchConfig(partitions int32) bench.Config {
 type readTarget struct {
 	*target
 	pid   int
+	s3pid int    // its S3 server's process (0: none)
 	admin string // admin HTTP address, for /metrics
 }
 
@@ -46,6 +47,7 @@ type readTarget struct {
 type readRow struct {
 	produce, consume float64 // records/s
 	cpuPerRecord     float64 // broker CPU in the consume phase per record consumed, µs
+	s3CPUPerRecord   float64 // the S3 server's, µs
 	fetches          float64 // Fetch requests the broker answered
 	fetchSeconds     float64 // their time in the broker, summed
 	objReads         float64 // reads that reached the object store
@@ -100,11 +102,17 @@ func readCounters(t *testing.T, addr string) map[string]float64 {
 func (rt *readTarget) measureRead(t *testing.T, cfg bench.Config) readRow {
 	t.Helper()
 	var mu sync.Mutex
-	var atConsume time.Duration
+	var atConsume, s3AtConsume time.Duration
+	s3CPU := func() time.Duration {
+		if rt.s3pid == 0 {
+			return 0
+		}
+		return procCPU(rt.s3pid, false)
+	}
 	rt.watch = func(line string) {
 		if strings.Contains(line, "msg=consuming") {
 			mu.Lock()
-			atConsume = procCPU(rt.pid, false)
+			atConsume, s3AtConsume = procCPU(rt.pid, false), s3CPU()
 			mu.Unlock()
 		}
 	}
@@ -114,11 +122,11 @@ func (rt *readTarget) measureRead(t *testing.T, cfg bench.Config) readRow {
 	if err != nil {
 		t.Errorf("%s: bench: %v", rt.name, err)
 	}
-	end := procCPU(rt.pid, false)
+	end, s3End := procCPU(rt.pid, false), s3CPU()
 	after := readCounters(t, rt.admin)
 	d := func(k string) float64 { return after[k] - before[k] }
 	mu.Lock()
-	consumeCPU := end - atConsume
+	consumeCPU, s3ConsumeCPU := end-atConsume, s3End-s3AtConsume
 	mu.Unlock()
 	row := readRow{produce: rep.Produce.RecordsPerSec, consume: rep.Consume.RecordsPerSec,
 		fetches: d("fetches"), fetchSeconds: d("fetch_s"),
@@ -129,18 +137,19 @@ func (rt *readTarget) measureRead(t *testing.T, cfg bench.Config) readRow {
 		aheadHits: d("sluice_log_read_ahead_hits_total"), aheadUnused: d("sluice_log_read_ahead_unused_total")}
 	if rep.Consume.Records > 0 {
 		row.cpuPerRecord = float64(consumeCPU.Microseconds()) / float64(rep.Consume.Records)
+		row.s3CPUPerRecord = float64(s3ConsumeCPU.Microseconds()) / float64(rep.Consume.Records)
 	}
 	return row
 }
 
 const (
-	readHeader = "| run | produce rec/s | consume rec/s | broker CPU per record consumed | Fetch requests | broker time in Fetch | object store reads | their time | MB read from the store | block cache hits / misses / waits | MB read ahead | blocks read ahead: hit / unused |"
-	readRule   = "|-----|--------------:|--------------:|-------------------------------:|---------------:|---------------------:|-------------------:|-----------:|-----------------------:|----------------------------------:|--------------:|--------------------------------:|"
+	readHeader = "| run | produce rec/s | consume rec/s | broker CPU per record consumed | S3 server's | Fetch requests | broker time in Fetch | object store reads | their time | MB read from the store | block cache hits / misses / waits | MB read ahead | blocks read ahead: hit / unused |"
+	readRule   = "|-----|--------------:|--------------:|-------------------------------:|------------:|---------------:|---------------------:|-------------------:|-----------:|-----------------------:|----------------------------------:|--------------:|--------------------------------:|"
 )
 
 func (r readRow) String(label string) string {
-	return fmt.Sprintf("| %s | %.0f | %.0f | %.3f µs | %.0f | %.3f s | %.0f | %.3f s | %.1f | %.0f / %.0f / %.0f | %.1f | %.0f / %.0f |", label,
-		r.produce, r.consume, r.cpuPerRecord, r.fetches, r.fetchSeconds, r.objReads, r.objReadSeconds, r.objReadMB,
+	return fmt.Sprintf("| %s | %.0f | %.0f | %.3f µs | %.3f µs | %.0f | %.3f s | %.0f | %.3f s | %.1f | %.0f / %.0f / %.0f | %.1f | %.0f / %.0f |", label,
+		r.produce, r.consume, r.cpuPerRecord, r.s3CPUPerRecord, r.fetches, r.fetchSeconds, r.objReads, r.objReadSeconds, r.objReadMB,
 		r.hits, r.misses, r.waits, r.aheadMB, r.aheadHits, r.aheadUnused)
 }
 
@@ -155,8 +164,9 @@ func medianReadRow(rows []readRow) readRow {
 	}
 	return readRow{
 		produce: col(func(r readRow) float64 { return r.produce }), consume: col(func(r readRow) float64 { return r.consume }),
-		cpuPerRecord: col(func(r readRow) float64 { return r.cpuPerRecord }),
-		fetches:      col(func(r readRow) float64 { return r.fetches }), fetchSeconds: col(func(r readRow) float64 { return r.fetchSeconds }),
+		cpuPerRecord:   col(func(r readRow) float64 { return r.cpuPerRecord }),
+		s3CPUPerRecord: col(func(r readRow) float64 { return r.s3CPUPerRecord }),
+		fetches:        col(func(r readRow) float64 { return r.fetches }), fetchSeconds: col(func(r readRow) float64 { return r.fetchSeconds }),
 		objReads: col(func(r readRow) float64 { return r.objReads }), objReadSeconds: col(func(r readRow) float64 { return r.objReadSeconds }),
 		objReadMB: col(func(r readRow) float64 { return r.objReadMB }),
 		hits:      col(func(r readRow) float64 { return r.hits }), misses: col(func(r readRow) float64 { return r.misses }),
@@ -201,12 +211,12 @@ func TestClusterFiguresReadPath(t *testing.T) {
 	admin := freeAddr(t)
 	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), append([]string{"--admin-listen", admin}, extra...)...)
 	targets := []*readTarget{
-		{target: newTarget(t, "cluster (1 broker, S3)", c.Addrs()), pid: c.Broker(0).Pid(), admin: c.AdminAddr(0)},
+		{target: newTarget(t, "cluster (1 broker, S3)", c.Addrs()), pid: c.Broker(0).Pid(), s3pid: c.S3().Pid(), admin: c.AdminAddr(0)},
 		{target: newTarget(t, "single node (local disk)", []string{single.Addr()}), pid: single.Pid(), admin: admin},
 		{target: newTarget(t, fmt.Sprintf("cluster (1 broker, S3, %d MiB budget)", readSmallBudgetMB), small.Addrs()),
-			pid: small.Broker(0).Pid(), admin: small.AdminAddr(0)},
+			pid: small.Broker(0).Pid(), s3pid: small.S3().Pid(), admin: small.AdminAddr(0)},
 		{target: newTarget(t, fmt.Sprintf("cluster (1 broker, S3, %d MiB budget, no read-ahead)", readSmallBudgetMB), smallNoRA.Addrs()),
-			pid: smallNoRA.Broker(0).Pid(), admin: smallNoRA.AdminAddr(0)},
+			pid: smallNoRA.Broker(0).Pid(), s3pid: smallNoRA.S3().Pid(), admin: smallNoRA.AdminAddr(0)},
 	}
 	var summary []string
 	for _, parts := range []int32{1, 4} {
