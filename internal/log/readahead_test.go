@@ -189,32 +189,42 @@ func TestReadAheadBounds(t *testing.T) {
 	}
 }
 
-// Deleting an object cancels its loads ahead, closing the cache cancels
-// the rest and waits for them; nothing they load is cached.
+// Deleting an object cancels its loads ahead, so does stopping the
+// partition's read-ahead (its context: leadership lost), and closing the
+// cache cancels the rest and waits for them; nothing they load is cached.
 func TestReadAheadCancelled(t *testing.T) {
 	ctx := context.Background()
-	ms, a, _ := cacheFixture(t, "a", 2*cacheBlock)
-	st := newGateStore(ms.Storage)
-	body := make([]byte, 2*cacheBlock)
-	if err := ms.Put(ctx, "b", bytes.NewReader(body), int64(len(body))); err != nil {
-		t.Fatal(err)
+	ms := newMemStore()
+	st := newGateStore(ms)
+	var objs []*object
+	for _, key := range []string{"a", "b", "c"} {
+		body := make([]byte, 2*cacheBlock)
+		if err := ms.Put(ctx, key, bytes.NewReader(body), int64(len(body))); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &object{key: key, size: int64(len(body))})
 	}
-	b := &object{key: "b", size: int64(len(body))}
+	a, b, cobj := objs[0], objs[1], objs[2]
 	c := raCache(64 << 20)
-	c.prefetch(ctx, st, []raRange{{a, 0, a.size}, {b, 0, b.size}})
-	testEventually(t, func() bool { r, _, _, _ := st.stats(); return r == 2 })
+	var part raState
+	part.ctx, part.cancel = context.WithCancel(ctx)
+	c.prefetch(ctx, st, []raRange{{a, 0, a.size}, {cobj, 0, cobj.size}})
+	c.prefetch(part.ctx, st, []raRange{{b, 0, b.size}})
+	testEventually(t, func() bool { r, _, _, _ := st.stats(); return r == 3 })
 	c.drop(a)
 	testEventually(t, func() bool { _, _, _, n := st.stats(); return n == 1 })
+	part.stop()
+	testEventually(t, func() bool { _, _, _, n := st.stats(); return n == 2 })
 	c.close()
-	if _, in, _, n := st.stats(); in != 0 || n != 2 {
+	if _, in, _, n := st.stats(); in != 0 || n != 3 {
 		t.Fatalf("%d reads in flight, %d cancelled after close", in, n)
 	}
 	c.prefetch(ctx, st, []raRange{{a, 0, a.size}})
-	if r, _, _, _ := st.stats(); r != 2 || len(c.index) != 0 || len(c.flights) != 0 || c.size != 0 || c.ra.unread != 0 {
+	if r, _, _, _ := st.stats(); r != 3 || len(c.index) != 0 || len(c.flights) != 0 || c.size != 0 || c.ra.unread != 0 {
 		t.Fatalf("after close: %d reads, %d cached, %d in flight, size %d, unread %d", r, len(c.index), len(c.flights), c.size, c.ra.unread)
 	}
-	if u := val(c.m.raUnused); u != 4 {
-		t.Fatalf("%v blocks counted unused, want the 4 cancelled", u)
+	if u := val(c.m.raUnused); u != 6 {
+		t.Fatalf("%v blocks counted unused, want the 6 cancelled", u)
 	}
 }
 
