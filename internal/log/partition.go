@@ -79,9 +79,9 @@ type partCold struct {
 	rolledTxns txnState
 	// epochs is the leader epoch history (cluster mode), guarded by mu.
 	epochs []epochEntry
-	// ra is the read-ahead state (readahead.go; cluster mode), under its
-	// own lock.
-	ra raState
+	// ra is the read-ahead state (readahead.go; cluster mode, once read
+	// from the objects), under its own lock.
+	ra atomic.Pointer[raState]
 }
 
 // noCold is what a partition without cold state reads. Never written.

@@ -30,8 +30,10 @@ import (
 // bound is not started (read_ahead_skipped_total): the next read tries
 // again. Nothing waits on read-ahead but a reader wanting its blocks.
 //
-// A read that is not where the last one ended resets the window: random
-// reads load nothing ahead. Loads ahead are cancelled when the partition
+// A read that is not where one of the partition's last raStreams readers
+// ended loads nothing ahead (and takes the place of the least recent one):
+// random reads load nothing ahead, and a few consumer groups reading one
+// partition at different offsets each keep their window. Loads ahead are cancelled when the partition
 // is released or deleted (raState.stop), when their object is deleted
 // (blockCache.drop), and when the engine closes (blockCache.close).
 
@@ -338,17 +340,28 @@ func (c *blockCache) close() {
 	c.wg.Wait()
 }
 
-// raState is one partition's read-ahead state (in partCold).
-type raState struct {
-	mu     sync.Mutex
-	next   int64 // where the last read from the objects ended
-	seq    bool  // next is set: a read there is sequential
-	window int64 // bytes to keep loaded ahead; 0: none
-	ctx    context.Context
-	cancel context.CancelFunc // cancels the partition's loads ahead
+// raStreams is how many sequential readers of one partition at different
+// offsets (consumer groups, a replay) read-ahead follows at once.
+const raStreams = 4
+
+// raStream is one sequential reader as read-ahead sees it.
+type raStream struct {
+	next   int64  // where its last read from the objects ended
+	window int64  // bytes to keep loaded ahead of it; 0: none yet
+	used   uint64 // raState.tick of its last read; 0: free
 }
 
-// stop cancels the partition's loads ahead and forgets its reads: it was
+// raState is one partition's read-ahead state (partCold.ra), made on its
+// first read from the objects in cluster mode.
+type raState struct {
+	mu      sync.Mutex
+	streams [raStreams]raStream
+	tick    uint64
+	ctx     context.Context
+	cancel  context.CancelFunc // cancels the partition's loads ahead
+}
+
+// stop cancels the partition's loads ahead and forgets its readers: it was
 // released or deleted.
 func (s *raState) stop() {
 	s.mu.Lock()
@@ -357,37 +370,67 @@ func (s *raState) stop() {
 		s.cancel()
 	}
 	s.ctx, s.cancel = nil, nil
-	s.seq, s.window = false, 0
+	s.streams = [raStreams]raStream{}
+}
+
+// follow notes a read of n bytes at offset that ended at next, and returns
+// how far to load ahead of it: nothing for a read that continues no
+// reader's last one (it replaces the least recent reader), else the
+// reader's window, opened at n by its second read in a row and doubled
+// by each further one up to limit.
+func (s *raState) follow(offset, next int64, n, limit int64) int64 {
+	s.tick++
+	var st *raStream
+	for i := range s.streams {
+		if x := &s.streams[i]; x.used != 0 && x.next == offset {
+			st = x
+			break
+		}
+	}
+	switch {
+	case st == nil:
+		st = &s.streams[0]
+		for i := range s.streams {
+			if s.streams[i].used < st.used {
+				st = &s.streams[i]
+			}
+		}
+		st.window = 0
+	case st.window == 0:
+		st.window = min(n, limit)
+	default:
+		st.window = min(2*st.window, limit)
+	}
+	st.next, st.used = next, s.tick
+	return st.window
 }
 
 // stopReadAhead is raState.stop for p, if it ever read ahead.
 func (p *Partition) stopReadAhead() {
 	if c := p.cold.Load(); c != nil {
-		c.ra.stop()
+		if s := c.ra.Load(); s != nil {
+			s.stop()
+		}
 	}
 }
 
 // readAhead follows a read of n bytes at offset from exts, which ended at
-// end: if it continued where the last one ended, it widens the window and
-// starts loading what lies within it past end.
+// end: if it continued where a reader's last one ended, it starts loading
+// what lies within that reader's window past end.
 func (p *Partition) readAhead(exts []*extent, offset int64, maxBytes int32, end readEnd, n int) {
 	e := p.e
 	limit := min(e.cache.ra.window, 2*int64(maxBytes))
 	if limit <= 0 || end.i < 0 {
 		return
 	}
-	s := &p.c().ra
-	s.mu.Lock()
-	switch {
-	case !s.seq || offset != s.next:
-		s.window = 0
-	case s.window == 0:
-		s.window = min(int64(n), limit)
-	default:
-		s.window = min(2*s.window, limit)
+	c := p.c()
+	s := c.ra.Load()
+	if s == nil {
+		c.ra.CompareAndSwap(nil, &raState{})
+		s = c.ra.Load()
 	}
-	s.seq, s.next = true, end.next
-	w := s.window
+	s.mu.Lock()
+	w := s.follow(offset, end.next, int64(n), limit)
 	if w > 0 && s.ctx == nil {
 		s.ctx, s.cancel = context.WithCancel(e.ctx)
 	}

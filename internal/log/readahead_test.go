@@ -342,11 +342,39 @@ func TestReadAheadNotForRandomReads(t *testing.T) {
 	if b := val(e.m.raBytes); b == 0 {
 		t.Fatal("sequential reads loaded nothing ahead")
 	}
+	s := p.c().ra.Load()
+	s.mu.Lock()
+	rctx := s.ctx
+	s.mu.Unlock()
 	e.Release("t", 0, true)
-	s := &p.c().ra
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ctx != nil || s.seq || s.window != 0 {
-		t.Fatal("read-ahead state kept after release")
+	if rctx.Err() == nil || s.ctx != nil || s.streams != [raStreams]raStream{} {
+		t.Fatal("read-ahead not stopped, or its state kept, after release")
+	}
+}
+
+// Two readers of one partition at different offsets (two consumer
+// groups) each keep their read-ahead: once each has read twice, neither
+// misses the cache.
+func TestReadAheadTwoReaders(t *testing.T) {
+	p, e, _, _ := raEnv(t, 40)
+	ctx := context.Background()
+	offs := []int64{0, 80}
+	for i := range 16 {
+		k := i % 2
+		missesBefore := val(e.m.cacheMisses)
+		r, err := p.Read(ctx, offs[k], 256<<10, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if misses := val(e.m.cacheMisses) - missesBefore; i >= 4 && misses != 0 {
+			t.Fatalf("read %d of reader %d at %d: %v cache misses", i/2+1, k, offs[k], misses)
+		}
+		offs[k] += int64(4 * batchesIn(t, r.Records))
+		settled(t, e.cache)
+	}
+	if h := val(e.m.raHits); h == 0 {
+		t.Fatal("no read-ahead hits")
 	}
 }
