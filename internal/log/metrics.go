@@ -52,6 +52,7 @@ type metrics struct {
 	sharedGroupSeconds     prometheus.Histogram
 	sharedRegisterTxns     prometheus.Counter
 	sharedRegistered       prometheus.Counter
+	sharedStored           prometheus.Counter
 	sharedPutHedges        prometheus.Counter
 	sharedPutHedgesSkipped prometheus.Counter
 }
@@ -134,6 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Cluster mode: time from a group commit being handed to the object store until it is registered (what acks=all waits for after the group closes)."),
 		sharedRegisterTxns:     c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
 		sharedRegistered:       c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
+		sharedStored:           c("cluster_flush_objects_stored_total", "Cluster mode: flush objects stored in the object store (registered next)."),
 		sharedPutHedges:        c("cluster_flush_put_hedges_total", "Cluster mode: flush PUTs raced by a second identical PUT after running longer than the hedge delay."),
 		sharedPutHedgesSkipped: c("cluster_flush_put_hedges_skipped_total", "Cluster mode: flush PUTs that ran longer than the hedge delay but were not raced, the hedge budget (5% of PUTs) being spent."),
 	}
@@ -143,7 +145,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.rollBytesPending, m.rollSeconds, m.walDelays, m.walDelaySeconds,
 			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.objectReads, m.objectRead, m.duplicates,
 			m.cacheWaits, m.raBytes, m.raHits, m.raUnused, m.raSkipped, m.raInFlightBytes,
-			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
+			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedStored, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
 }
