@@ -395,6 +395,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		snapKick: make(chan struct{}, 1), mm: newMergeMetrics(reg), mergeBad: map[*extent]bool{}}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
+	if cfg.Shared != nil {
+		e.cache.setReadAhead(cfg.Shared.ReadAheadBytes)
+	}
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
 	registerDecompressMetrics(reg, e.dec)
 	registerGCMetrics(reg, e)
@@ -504,6 +507,7 @@ func (e *Engine) Close() error {
 	}
 	e.cancel()
 	e.bg.Wait()
+	e.cache.close()
 	if !e.shared() {
 		err = e.wal.Close()
 	}
@@ -572,5 +576,6 @@ func (e *Engine) halt() {
 	}
 	e.cancel()
 	e.bg.Wait()
+	e.cache.close()
 	e.wal.Kill()
 }

@@ -27,6 +27,14 @@ type metrics struct {
 	objectRead    prometheus.Counter
 	duplicates    prometheus.Counter
 
+	// Read-ahead and loads in flight (readahead.go).
+	cacheWaits      prometheus.Counter
+	raBytes         prometheus.Counter
+	raHits          prometheus.Counter
+	raUnused        prometheus.Counter
+	raSkipped       prometheus.Counter
+	raInFlightBytes prometheus.Gauge
+
 	// The roll queue (backpressure.go).
 	rollBytesPending prometheus.Gauge
 	rollSeconds      prometheus.Histogram
@@ -95,6 +103,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		objectRead: c("object_read_bytes_total", "Bytes read from data objects in the object store (block cache misses and reads too large for the cache)."),
 		duplicates: c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
 
+		cacheWaits: c("block_cache_waits_total",
+			"Object block cache misses served by a load already in flight (read-ahead's or another reader's), waited for instead of read again."),
+		raBytes: c("read_ahead_bytes_total", "Cluster mode: bytes of data objects loaded into the block cache ahead of sequential readers."),
+		raHits:  c("read_ahead_hits_total", "Cluster mode: blocks loaded ahead that a reader then read (or waited for)."),
+		raUnused: c("read_ahead_unused_total",
+			"Cluster mode: blocks loaded ahead that left the block cache unread (evicted, or their object deleted), and loads ahead that failed or were cancelled."),
+		raSkipped: c("read_ahead_skipped_total",
+			"Cluster mode: loads ahead not started because read-ahead's share of the block cache (in flight, or loaded and unread) or its concurrent reads were at their limit."),
+		raInFlightBytes: gauge("read_ahead_in_flight_bytes", "Cluster mode: bytes being loaded ahead of sequential readers now."),
+
 		rollBytesPending: gauge("wal_bytes_pending", "Bytes of the closed WAL segments not yet rolled into objects."),
 		rollSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
 			Name: "wal_roll_seconds", Help: "Time to roll one closed WAL segment into objects, retries included.",
@@ -126,6 +144,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls,
 			m.rollBytesPending, m.rollSeconds, m.walDelays, m.walDelaySeconds,
 			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.objectReads, m.objectRead, m.duplicates,
+			m.cacheWaits, m.raBytes, m.raHits, m.raUnused, m.raSkipped, m.raInFlightBytes,
 			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedStored, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m

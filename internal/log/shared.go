@@ -92,6 +92,11 @@ type SharedConfig struct {
 	// time, at least 25 ms; hedges are limited to 5% of PUTs either way.
 	// Negative: never.
 	PutHedge time.Duration
+	// ReadAheadBytes bounds how far ahead of a sequential reader one
+	// partition's blocks are loaded into the block cache (readahead.go).
+	// 0: 8 MiB or an eighth of the cache, whichever is smaller; negative:
+	// no read-ahead. A cache under 8 MiB gets none.
+	ReadAheadBytes int64
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
@@ -240,7 +245,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		}
 	}
 	for from < next {
-		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
+		data, _, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
 		if err != nil {
 			return fmt.Errorf("%w: replay %s-%d from %d: %v", ErrStorage, topicName, partition, from, err)
 		}
@@ -354,6 +359,7 @@ func (e *Engine) Release(topicName string, partition int32, fenced bool) {
 	p.tail = nil
 	p.extents = nil
 	p.mu.Unlock()
+	p.stopReadAhead()
 	p.wake(false)
 	e.log.Info("partition released", "topic", topicName, "partition", partition, "fenced", fenced)
 }

@@ -154,6 +154,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
 		lcfg.Shared.PutHedge = cfg.Cluster.PutHedge
+		lcfg.Shared.ReadAheadBytes = cfg.Cluster.ReadAheadBytes
 	}
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {
