@@ -61,6 +61,9 @@ func run(brokers, topic, group, out string, pause time.Duration) error {
 		consumer.Backoff(20*time.Millisecond, 100*time.Millisecond),
 		consumer.RetryDelays(300*time.Millisecond, 300*time.Millisecond),
 		consumer.CommitInterval(100*time.Millisecond),
+		// A static member: the restarted process takes the killed one's
+		// place at once instead of after its session times out.
+		consumer.ClientOpts(kgo.InstanceID("crashconsumer"), kgo.SessionTimeout(6*time.Second)),
 		consumer.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 	)
 	if err != nil {
