@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,15 +37,16 @@ type Consumer struct {
 	dlqOf   map[string]string
 	dlqN    map[string]int32 // dead-letter topic -> partitions
 
-	buffered atomic.Int64 // main-topic records dispatched and not finished
+	buffered atomic.Int64  // main-topic records dispatched and not finished
+	space    chan struct{} // signalled when buffered falls to MaxBuffered/2
 	wg       sync.WaitGroup
 
 	// mu guards the maps below and keyState.queue/running. Lock order: mu,
 	// then a tracker's mu.
 	mu      sync.Mutex
 	parts   map[tp]*tracker
-	keys    map[keyID]*keyState
-	scanned map[tp]bool // main topic partitions whose retry partition was read
+	keys    map[tp]*lanes // by main topic partition
+	scanned map[tp]bool   // main topic partitions whose retry partition was read
 }
 
 type tp struct {
@@ -70,7 +73,8 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	c := &Consumer{
 		cfg: cfg, handler: h,
 		retryOf: map[string]string{}, mainOf: map[string]string{}, dlqOf: map[string]string{}, dlqN: map[string]int32{},
-		parts: map[tp]*tracker{}, keys: map[keyID]*keyState{}, scanned: map[tp]bool{},
+		parts: map[tp]*tracker{}, keys: map[tp]*lanes{}, scanned: map[tp]bool{},
+		space: make(chan struct{}, 1),
 	}
 	topics := make([]string, 0, 2*len(cfg.topics))
 	for _, t := range cfg.topics {
@@ -120,10 +124,23 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	return c, nil
 }
 
+// sideOpts are the options of the short-lived clients that create topics
+// and read retry partitions: the user's, without group options.
+func (c *Consumer) sideOpts(extra ...kgo.Opt) []kgo.Opt {
+	var out []kgo.Opt
+	for _, o := range c.cfg.clientOpts {
+		if _, group := o.(kgo.GroupOpt); !group {
+			out = append(out, o)
+		}
+	}
+	out = append(out, kgo.SeedBrokers(c.cfg.brokers...))
+	return append(out, extra...)
+}
+
 // ensureTopics reads partition counts and creates missing retry and
 // dead-letter topics with the main topic's partition count.
 func (c *Consumer) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.clientOpts...), kgo.SeedBrokers(c.cfg.brokers...))...)
+	cl, err := kgo.NewClient(c.sideOpts()...)
 	if err != nil {
 		return fmt.Errorf("consumer: client: %w", err)
 	}
@@ -228,14 +245,19 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 		}
 	}()
 	defer func() { <-commitDone }()
-	paused := false
 	for {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if paused {
-			pollCtx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		// Backpressure: wait until half of MaxBuffered is finished. Main
+		// records never wait on a fetch to finish (a held key's are parked,
+		// not held), so this cannot deadlock.
+		for c.buffered.Load() >= int64(c.cfg.maxBuffered) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-c.space:
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
-		fs := c.cl.PollRecords(pollCtx, c.cfg.maxBuffered)
-		cancel()
+		fs := c.cl.PollRecords(ctx, c.cfg.maxBuffered-int(c.buffered.Load()))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -248,15 +270,6 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) { c.dispatch(work, fp) })
-		n := c.buffered.Load()
-		switch {
-		case !paused && n >= int64(c.cfg.maxBuffered):
-			c.cl.PauseFetchTopics(c.cfg.topics...)
-			paused = true
-		case paused && n < int64(c.cfg.maxBuffered/2):
-			c.cl.ResumeFetchTopics(c.cfg.topics...)
-			paused = false
-		}
 	}
 }
 
@@ -316,30 +329,74 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		tr = newTracker()
 		c.parts[k] = tr
 	}
-	for _, r := range fp.Records {
-		if !tr.add(r.Offset) {
-			continue
-		}
-		it := &item{rec: r, tr: tr, retry: retry}
+	offs := make([]int64, len(fp.Records))
+	for i, r := range fp.Records {
+		offs[i] = r.Offset
+	}
+	first := tr.addAll(offs)
+	recs := fp.Records[first:]
+	items := make([]item, len(recs)) // one allocation for the batch
+	if !retry {
+		c.buffered.Add(int64(len(recs)))
+	}
+	for i, r := range recs {
+		it := &items[i]
+		*it = item{rec: r, tr: tr, retry: retry}
 		if retry {
 			it.info, it.bad = DecodeRetryInfo(r)
 		} else {
 			it.info = RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
 			it.counted = true
-			c.buffered.Add(1)
 		}
-		id := keyID{topic: main, p: fp.Partition, key: string(r.Key), null: r.Key == nil}
-		ks := c.keys[id]
-		if ks == nil {
-			ks = &keyState{id: id}
-			c.keys[id] = ks
-		}
+		ks := c.laneLocked(main, fp.Partition, r.Key)
 		ks.queue = append(ks.queue, it)
 		if !ks.running {
 			ks.running = true
 			c.wg.Add(1)
 			go c.runKey(work, ks)
 		}
+	}
+}
+
+// lanes are the key lanes of one main topic partition.
+type lanes struct {
+	byKey map[string]*keyState
+	null  *keyState
+}
+
+// laneLocked returns the lane of key, creating it. c.mu is held.
+func (c *Consumer) laneLocked(main string, p int32, key []byte) *keyState {
+	ls := c.keys[tp{main, p}]
+	if ls == nil {
+		ls = &lanes{byKey: map[string]*keyState{}}
+		c.keys[tp{main, p}] = ls
+	}
+	if key == nil {
+		if ls.null == nil {
+			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}}
+		}
+		return ls.null
+	}
+	if ks := ls.byKey[string(key)]; ks != nil { // no allocation for the lookup
+		return ks
+	}
+	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}}
+	ls.byKey[ks.id.key] = ks
+	return ks
+}
+
+// forgetLocked removes an idle lane. c.mu is held.
+func (c *Consumer) forgetLocked(ks *keyState) {
+	ls := c.keys[tp{ks.id.topic, ks.id.p}]
+	if ls == nil {
+		return
+	}
+	if ks.id.null {
+		if ls.null == ks {
+			ls.null = nil
+		}
+	} else if ls.byKey[ks.id.key] == ks {
+		delete(ls.byKey, ks.id.key)
 	}
 }
 
@@ -404,15 +461,22 @@ func (c *Consumer) drop(parts map[string][]int32) {
 			gone[tp{main, p}] = true
 		}
 	}
-	for id, ks := range c.keys {
-		if !gone[tp{id.topic, id.p}] {
+	for k := range gone {
+		ls := c.keys[k]
+		if ls == nil {
 			continue
 		}
-		ks.dead.Store(true)
-		for _, it := range ks.queue {
-			c.release(it)
+		all := slices.Collect(maps.Values(ls.byKey))
+		if ls.null != nil {
+			all = append(all, ls.null)
 		}
-		ks.queue = nil
-		delete(c.keys, id)
+		for _, ks := range all {
+			ks.dead.Store(true)
+			for _, it := range ks.queue {
+				c.release(it)
+			}
+			ks.queue = nil
+		}
+		delete(c.keys, k)
 	}
 }

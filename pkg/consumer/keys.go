@@ -58,6 +58,21 @@ type item struct {
 
 type attemptKey struct{}
 
+// attemptCtx carries the attempt number without an allocation per call: a
+// lane reuses one for all its calls, so a handler must not keep its context
+// after returning (as with any per-call context).
+type attemptCtx struct {
+	context.Context
+	n int
+}
+
+func (a *attemptCtx) Value(k any) any {
+	if _, ok := k.(attemptKey); ok {
+		return a.n
+	}
+	return a.Context.Value(k)
+}
+
 // Attempt is the handler run this is for the record being handled: 1 on
 // the first, counting every earlier run, blocking or from the retry topic.
 func Attempt(ctx context.Context) int {
@@ -68,7 +83,12 @@ func Attempt(ctx context.Context) int {
 func (c *Consumer) release(it *item) {
 	if it.counted {
 		it.counted = false
-		c.buffered.Add(-1)
+		if c.buffered.Add(-1) == int64(c.cfg.maxBuffered/2) {
+			select {
+			case c.space <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -80,6 +100,7 @@ func (c *Consumer) finish(it *item) {
 // runKey handles a lane's records one at a time until its queue is empty.
 func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	defer c.wg.Done()
+	actx := &attemptCtx{Context: ctx}
 	var work []*item
 	for {
 		if len(work) == 0 {
@@ -87,7 +108,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			if ks.dead.Load() || len(ks.queue) == 0 {
 				ks.running = false
 				if !ks.dead.Load() && ks.idle() {
-					delete(c.keys, ks.id)
+					c.forgetLocked(ks)
 				}
 				c.mu.Unlock()
 				return
@@ -101,7 +122,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			c.release(it)
 			continue
 		}
-		if again := c.process(ctx, ks, it); len(again) > 0 {
+		if again := c.process(actx, ks, it); len(again) > 0 {
 			work = append(again, work...)
 		}
 	}
@@ -109,7 +130,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 
 // process applies the parking rules to one record and handles it when it is
 // its turn. It returns held records that may now run, to go first.
-func (c *Consumer) process(ctx context.Context, ks *keyState, it *item) []*item {
+func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	if !it.retry {
 		if c.cfg.park && c.retryOf[ks.id.topic] != "" && !ks.idle() {
 			// An older record of the key is in the retry topic: this one
@@ -151,7 +172,7 @@ func (c *Consumer) process(ctx context.Context, ks *keyState, it *item) []*item 
 
 // handle runs the handler up to Attempts times with backoff, then sends the
 // record to the retry or the dead-letter topic.
-func (c *Consumer) handle(ctx context.Context, ks *keyState, it *item) []*item {
+func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	info := it.info
 	if !c.waitUntil(ctx, info.DueAt) {
 		return nil
@@ -162,7 +183,8 @@ func (c *Consumer) handle(ctx context.Context, ks *keyState, it *item) []*item {
 			return nil
 		}
 		info.Attempts++
-		err = c.call(ctx, it.rec, info.Attempts)
+		ctx.n = info.Attempts
+		err = c.call(ctx, it.rec)
 		if err == nil || ctx.Err() != nil {
 			break
 		}
@@ -172,6 +194,9 @@ func (c *Consumer) handle(ctx context.Context, ks *keyState, it *item) []*item {
 	}
 	if err == nil {
 		c.finish(it)
+		if len(ks.heads) == 0 {
+			return nil
+		}
 		return c.resolve(ks, info.Origin.ID())
 	}
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
@@ -203,7 +228,7 @@ func (c *Consumer) handle(ctx context.Context, ks *keyState, it *item) []*item {
 }
 
 // dead writes the record to the dead-letter topic and finishes it.
-func (c *Consumer) dead(ctx context.Context, ks *keyState, it *item, cause error) []*item {
+func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []*item {
 	dt := c.dlqOf[ks.id.topic]
 	r := deadRecord(it.rec, dt, c.cfg.group, it.info, cause, c.cfg.clock.Now())
 	if n := c.dlqN[dt]; n > 0 {
@@ -233,13 +258,13 @@ func (c *Consumer) resolve(ks *keyState, id string) []*item {
 }
 
 // call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, r *kgo.Record, attempt int) (err error) {
+func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v", p)
 		}
 	}()
-	return c.handler(context.WithValue(ctx, attemptKey{}, attempt), r)
+	return c.handler(ctx, r)
 }
 
 // send produces r until it is acknowledged or ctx ends (false).

@@ -164,8 +164,8 @@ func CreateTopics(on bool) Opt { return optFunc(func(c *config) { c.createTopics
 // CommitInterval sets how often finished offsets are committed. Default 1s.
 func CommitInterval(d time.Duration) Opt { return optFunc(func(c *config) { c.commitInterval = d }) }
 
-// MaxBuffered bounds the records fetched and not yet finished; past it the
-// main topics' fetching pauses. Default 10000.
+// MaxBuffered bounds the main-topic records fetched and not yet finished;
+// at it, polling waits until half are finished. Default 10000.
 func MaxBuffered(n int) Opt { return optFunc(func(c *config) { c.maxBuffered = n }) }
 
 // ExactlyOnce makes dead-letter produces and the offset commit one

@@ -49,12 +49,7 @@ func (c *Consumer) install(main string, p int32, recs []*kgo.Record) {
 	c.scanned[tp{main, p}] = true
 	for _, r := range recs {
 		info, err := DecodeRetryInfo(r)
-		id := keyID{topic: main, p: p, key: string(r.Key), null: r.Key == nil}
-		ks := c.keys[id]
-		if ks == nil {
-			ks = &keyState{id: id}
-			c.keys[id] = ks
-		}
+		ks := c.laneLocked(main, p, r.Key)
 		ks.pending++
 		if err != nil || info.Kind != KindHold {
 			continue
@@ -103,8 +98,7 @@ func (c *Consumer) readRetryPartition(ctx context.Context, topic string, p int32
 	if from >= end.Offset {
 		return nil, nil
 	}
-	rd, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.clientOpts...),
-		kgo.SeedBrokers(c.cfg.brokers...),
+	rd, err := kgo.NewClient(c.sideOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
 	)...)
 	if err != nil {

@@ -37,6 +37,25 @@ func (t *tracker) add(off int64) bool {
 	return true
 }
 
+// addAll hands out offs, in increasing order, and returns the index of the
+// first one taken (the ones before it were at or below the last offset).
+func (t *tracker) addAll(offs []int64) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := 0
+	for first < len(offs) && t.next >= 0 && offs[first] < t.next {
+		first++
+	}
+	for _, o := range offs[first:] {
+		t.offs = append(t.offs, o)
+		t.done = append(t.done, false)
+	}
+	if len(offs) > first {
+		t.next = offs[len(offs)-1] + 1
+	}
+	return first
+}
+
 // finish marks off done.
 func (t *tracker) finish(off int64) {
 	t.mu.Lock()
