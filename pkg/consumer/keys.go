@@ -63,7 +63,8 @@ type attemptKey struct{}
 // after returning (as with any per-call context).
 type attemptCtx struct {
 	context.Context
-	n int
+	n    int
+	done []*item // handled, to be marked finished in one go (flushDone)
 }
 
 func (a *attemptCtx) Value(k any) any {
@@ -83,12 +84,50 @@ func Attempt(ctx context.Context) int {
 func (c *Consumer) release(it *item) {
 	if it.counted {
 		it.counted = false
-		if c.buffered.Add(-1) == int64(c.cfg.maxBuffered/2) {
-			select {
-			case c.space <- struct{}{}:
-			default:
+		c.released(1)
+	}
+}
+
+// released takes n from buffered and wakes the poll loop when that brings
+// it to half of MaxBuffered.
+func (c *Consumer) released(n int64) {
+	half := int64(c.cfg.maxBuffered / 2)
+	if now := c.buffered.Add(-n); now <= half && now+n > half {
+		select {
+		case c.space <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flushDone marks the lane's handled records finished: one tracker lock
+// per partition and batch instead of one per record. Until then they only
+// hold the commit back, which is safe.
+func (c *Consumer) flushDone(ctx *attemptCtx) {
+	if len(ctx.done) == 0 {
+		return
+	}
+	var n int64
+	for len(ctx.done) > 0 {
+		tr := ctx.done[0].tr
+		rest := ctx.done[:0]
+		var offs []int64
+		for _, it := range ctx.done {
+			if it.tr != tr {
+				rest = append(rest, it)
+				continue
+			}
+			offs = append(offs, it.rec.Offset)
+			if it.counted {
+				it.counted = false
+				n++
 			}
 		}
+		tr.finishAll(offs)
+		ctx.done = rest
+	}
+	if n > 0 {
+		c.released(n)
 	}
 }
 
@@ -104,6 +143,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	var work []*item
 	for {
 		if len(work) == 0 {
+			c.flushDone(actx)
 			c.mu.Lock()
 			if ks.dead.Load() || len(ks.queue) == 0 {
 				ks.running = false
@@ -116,9 +156,13 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			work, ks.queue = ks.queue, nil
 			c.mu.Unlock()
 		}
+		if len(actx.done) >= 256 {
+			c.flushDone(actx)
+		}
 		it := work[0]
 		work = work[1:]
 		if ks.dead.Load() || ctx.Err() != nil {
+			c.flushDone(actx) // handled: finished, even when stopping
 			c.release(it)
 			continue
 		}
@@ -132,7 +176,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 // its turn. It returns held records that may now run, to go first.
 func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	if !it.retry {
-		if c.cfg.park && c.retryOf[ks.id.topic] != "" && !ks.idle() {
+		if !ks.idle() && c.cfg.park && c.retryOf[ks.id.topic] != "" {
 			// An older record of the key is in the retry topic: this one
 			// queues behind it there, so the main partition moves on.
 			info := it.info
@@ -174,13 +218,19 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // record to the retry or the dead-letter topic.
 func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	info := it.info
-	if !c.waitUntil(ctx, info.DueAt) {
-		return nil
+	if !info.DueAt.IsZero() {
+		c.flushDone(ctx)
+		if !c.waitUntil(ctx, info.DueAt) {
+			return nil
+		}
 	}
 	var err error
 	for i := 0; i < c.cfg.attempts; i++ {
-		if i > 0 && !c.sleep(ctx, c.backoff(i)) {
-			return nil
+		if i > 0 {
+			c.flushDone(ctx)
+			if !c.sleep(ctx, c.backoff(i)) {
+				return nil
+			}
 		}
 		info.Attempts++
 		ctx.n = info.Attempts
@@ -193,10 +243,11 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		return nil // stopping: not finished, so read again after restart
 	}
 	if err == nil {
-		c.finish(it)
 		if len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
 			return nil
 		}
+		c.finish(it)
 		return c.resolve(ks, info.Origin.ID())
 	}
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts

@@ -60,6 +60,19 @@ func (t *tracker) addAll(offs []int64) int {
 func (t *tracker) finish(off int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.finishLocked(off)
+}
+
+// finishAll marks offs done.
+func (t *tracker) finishAll(offs []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range offs {
+		t.finishLocked(o)
+	}
+}
+
+func (t *tracker) finishLocked(off int64) {
 	i := t.head + sort.Search(len(t.offs)-t.head, func(i int) bool { return t.offs[t.head+i] >= off })
 	if i >= len(t.offs) || t.offs[i] != off {
 		return
