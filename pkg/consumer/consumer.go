@@ -339,16 +339,17 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
+	ls := c.lanesLocked(main, fp.Partition)
 	for i, r := range recs {
 		it := &items[i]
-		*it = item{rec: r, tr: tr, retry: retry}
+		it.rec, it.tr, it.retry = r, tr, retry
 		if retry {
-			it.info, it.bad = DecodeRetryInfo(r)
+			info, err := DecodeRetryInfo(r)
+			it.info, it.bad = &info, err
 		} else {
-			it.info = RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
 			it.counted = true
 		}
-		ks := c.laneLocked(main, fp.Partition, r.Key)
+		ks := ls.lane(main, fp.Partition, r.Key)
 		ks.queue = append(ks.queue, it)
 		if !ks.running {
 			ks.running = true
@@ -364,13 +365,24 @@ type lanes struct {
 	null  *keyState
 }
 
-// laneLocked returns the lane of key, creating it. c.mu is held.
-func (c *Consumer) laneLocked(main string, p int32, key []byte) *keyState {
+// lanesLocked returns the lanes of a main topic partition, creating them.
+// c.mu is held.
+func (c *Consumer) lanesLocked(main string, p int32) *lanes {
 	ls := c.keys[tp{main, p}]
 	if ls == nil {
 		ls = &lanes{byKey: map[string]*keyState{}}
 		c.keys[tp{main, p}] = ls
 	}
+	return ls
+}
+
+// laneLocked returns the lane of key, creating it. c.mu is held.
+func (c *Consumer) laneLocked(main string, p int32, key []byte) *keyState {
+	return c.lanesLocked(main, p).lane(main, p, key)
+}
+
+// lane returns the lane of key, creating it; the Consumer's mu is held.
+func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 	if key == nil {
 		if ls.null == nil {
 			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}}

@@ -50,10 +50,20 @@ func (ks *keyState) idle() bool { return len(ks.heads) == 0 && len(ks.held) == 0
 type item struct {
 	rec     *kgo.Record
 	tr      *tracker
-	retry   bool // read from a retry topic
-	info    RetryInfo
-	bad     error // malformed convention headers
-	counted bool  // counts in Consumer.buffered until released
+	info    *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
+	bad     error      // malformed convention headers
+	retry   bool       // read from a retry topic
+	counted bool       // counts in Consumer.buffered until released
+}
+
+// retryInfo is what the item's headers say, or, for a main-topic record,
+// the record as its own origin with no attempts.
+func (it *item) retryInfo() RetryInfo {
+	if it.info != nil {
+		return *it.info
+	}
+	r := it.rec
+	return RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
 }
 
 type attemptKey struct{}
@@ -179,7 +189,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		if !ks.idle() && c.cfg.park && c.retryOf[ks.id.topic] != "" {
 			// An older record of the key is in the retry topic: this one
 			// queues behind it there, so the main partition moves on.
-			info := it.info
+			info := it.retryInfo()
 			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now())) {
 				ks.pending++
 				c.finish(it)
@@ -217,7 +227,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // handle runs the handler up to Attempts times with backoff, then sends the
 // record to the retry or the dead-letter topic.
 func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
-	info := it.info
+	info := it.retryInfo()
 	if !info.DueAt.IsZero() {
 		c.flushDone(ctx)
 		if !c.waitUntil(ctx, info.DueAt) {
@@ -253,7 +263,7 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
 	rt := c.retryOf[ks.id.topic]
 	if rt == "" || deliveries > len(c.cfg.retryDelays) {
-		it.info = info
+		it.info = &info
 		return c.dead(ctx, ks, it, err)
 	}
 	now := c.cfg.clock.Now()
@@ -281,16 +291,17 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // dead writes the record to the dead-letter topic and finishes it.
 func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []*item {
 	dt := c.dlqOf[ks.id.topic]
-	r := deadRecord(it.rec, dt, c.cfg.group, it.info, cause, c.cfg.clock.Now())
+	info := it.retryInfo()
+	r := deadRecord(it.rec, dt, c.cfg.group, info, cause, c.cfg.clock.Now())
 	if n := c.dlqN[dt]; n > 0 {
-		r.Partition = it.info.Origin.Partition % n
+		r.Partition = info.Origin.Partition % n
 	}
 	if !c.send(ctx, r) {
 		return nil
 	}
 	c.finish(it)
-	c.cfg.logger.Info("record to dead-letter topic", "id", it.info.Origin.ID(), "attempts", it.info.Attempts, "err", cause)
-	return c.resolve(ks, it.info.Origin.ID())
+	c.cfg.logger.Info("record to dead-letter topic", "id", info.Origin.ID(), "attempts", info.Attempts, "err", cause)
+	return c.resolve(ks, info.Origin.ID())
 }
 
 // resolve ends the head id, if it is the key's first, and hands back the
