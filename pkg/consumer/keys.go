@@ -263,7 +263,8 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
 	rt := c.retryOf[ks.id.topic]
 	if rt == "" || deliveries > len(c.cfg.retryDelays) {
-		it.info = &info
+		failed := info // its own variable: taking info's address would move it to the heap on every call
+		it.info = &failed
 		return c.dead(ctx, ks, it, err)
 	}
 	now := c.cfg.clock.Now()
