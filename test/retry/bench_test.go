@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,27 +47,52 @@ func BenchmarkNoopHandler64Keys(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var kgoRate, libRate float64
+	var kgoCPU, libCPU time.Duration
+	var pairRatios []float64
 	for i := 0; i < b.N; i++ {
 		// Alternate who goes first, and start each from a collected heap.
-		var dk, dl time.Duration
-		if i%2 == 0 {
+		var dk, dl, ck, cl time.Duration
+		runKgo := func() {
 			runtime.GC()
+			c0 := cpuTime()
 			dk = plainKgo(b, br.Addr(), topic, n)
-			runtime.GC()
-			dl = library(b, br.Addr(), topic, n)
-		} else {
-			runtime.GC()
-			dl = library(b, br.Addr(), topic, n)
-			runtime.GC()
-			dk = plainKgo(b, br.Addr(), topic, n)
+			ck = cpuTime() - c0
 		}
-		b.Logf("%d records: kgo %v, library %v", n, dk, dl)
+		runLib := func() {
+			runtime.GC()
+			c0 := cpuTime()
+			dl = library(b, br.Addr(), topic, n)
+			cl = cpuTime() - c0
+		}
+		if i%2 == 0 {
+			runKgo()
+			runLib()
+		} else {
+			runLib()
+			runKgo()
+		}
+		kgoCPU += ck
+		libCPU += cl
+		pairRatios = append(pairRatios, dk.Seconds()/dl.Seconds())
+		b.Logf("%d records: kgo %v (process CPU %v), library %v (process CPU %v), ratio %.2f", n, dk, ck, dl, cl, dk.Seconds()/dl.Seconds())
 		kgoRate += float64(n) / dk.Seconds()
 		libRate += float64(n) / dl.Seconds()
 	}
 	b.ReportMetric(kgoRate/float64(b.N), "kgo-records/s")
 	b.ReportMetric(libRate/float64(b.N), "lib-records/s")
 	b.ReportMetric(libRate/kgoRate, "ratio")
+	slices.Sort(pairRatios)
+	b.ReportMetric(pairRatios[len(pairRatios)/2], "median-pair-ratio")
+	// Process CPU (broker included, so the same serving cost is in both):
+	// less sensitive to other load on the machine than wall time.
+	b.ReportMetric(kgoCPU.Seconds()/libCPU.Seconds(), "cpu-ratio")
+}
+
+// cpuTime is the process's user plus system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func envInt(name string) int {
