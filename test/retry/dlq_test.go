@@ -34,6 +34,16 @@ func sluice(t *testing.T, addr string, args ...string) (string, string) {
 	return out.String(), errOut.String()
 }
 
+// tableLine is the line of a table that starts with name.
+func tableLine(out, name string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
 // TestDLQReplayOnce: a consumer writes dead letters; dlq list counts them,
 // dlq show filters them, a dry run writes nothing, and replaying the same
 // range twice (and then everything) delivers each record exactly once.
@@ -65,8 +75,9 @@ func TestDLQReplayOnce(t *testing.T) {
 	stop()
 
 	out, _ := sluice(t, b.Addr(), "dlq", "list")
-	if !strings.Contains(out, dlq) || !strings.Contains(out, fmt.Sprintf("%s  %d", dlq, dead)) && !strings.Contains(out, fmt.Sprint(dead)) {
-		t.Fatalf("dlq list:\n%s", out)
+	row := strings.Fields(tableLine(out, dlq))
+	if len(row) < 3 || row[1] != fmt.Sprint(dead) || row[2] != "0" {
+		t.Fatalf("dlq list: want %s with %d records, 0 replayed:\n%s", dlq, dead, out)
 	}
 	if !strings.Contains(out, "declined: ") {
 		t.Errorf("dlq list shows no error text:\n%s", out)
@@ -102,6 +113,15 @@ func TestDLQReplayOnce(t *testing.T) {
 	_, msg = sluice(t, b.Addr(), "dlq", "replay", dlq, "--to", dest)
 	if !strings.Contains(msg, fmt.Sprintf("replayed 0, skipped %d", dead)) {
 		t.Errorf("replay again said %q", msg)
+	}
+	out, _ = sluice(t, b.Addr(), "dlq", "list")
+	if row := strings.Fields(tableLine(out, dlq)); len(row) < 3 || row[2] != fmt.Sprint(dead) {
+		t.Errorf("dlq list after replay: want %d replayed:\n%s", dead, out)
+	}
+	// Offset range and partition: the first two dead letters of partition 0.
+	out, _ = sluice(t, b.Addr(), "dlq", "show", dlq, "--partition", "0", "--from-offset", "0", "--to-offset", "1", "--json")
+	if n := strings.Count(out, "\n"); n != 2 {
+		t.Errorf("dlq show --partition 0 --from-offset 0 --to-offset 1: %d records, want 2:\n%s", n, out)
 	}
 
 	got := map[string]int{}
