@@ -484,6 +484,9 @@ func (c *Consumer) drop(parts map[string][]int32) {
 		}
 		for _, ks := range all {
 			ks.dead.Store(true)
+			if ks.cancel != nil {
+				ks.cancel() // a handler or a wait in progress stops; its record is not finished
+			}
 			for _, it := range ks.queue {
 				c.release(it)
 			}

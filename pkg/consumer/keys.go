@@ -27,6 +27,7 @@ type keyState struct {
 	queue   []*item
 	running bool
 	dead    atomic.Bool
+	cancel  context.CancelFunc // stops the lane's handler when its partition goes
 
 	// heads are the records of the key waiting in the retry topic, oldest
 	// first; while there is one, later records of the key wait (parking).
@@ -149,7 +150,15 @@ func (c *Consumer) finish(it *item) {
 // runKey handles a lane's records one at a time until its queue is empty.
 func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	defer c.wg.Done()
-	actx := &attemptCtx{Context: ctx}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	ks.cancel = cancel
+	c.mu.Unlock()
+	if ks.dead.Load() {
+		cancel()
+	}
+	actx := &attemptCtx{Context: lctx}
 	var work []*item
 	for {
 		if len(work) == 0 {
@@ -171,7 +180,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 		}
 		it := work[0]
 		work = work[1:]
-		if ks.dead.Load() || ctx.Err() != nil {
+		if ks.dead.Load() || lctx.Err() != nil {
 			c.flushDone(actx) // handled: finished, even when stopping
 			c.release(it)
 			continue
