@@ -25,13 +25,7 @@ func TestExactlyOnceDeadLetters(t *testing.T) {
 	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
 	produceLoad(t, b.Addr(), topic, keys, perKey)
 	var log handledLog
-	h := func(ctx context.Context, r *kgo.Record) error {
-		if err := load.Fail(r.Value, consumer.Attempt(ctx)); err != nil {
-			return err
-		}
-		log.add(r.Value)
-		return nil
-	}
+	h, _ := log.handler(0)
 	stop := runConsumer(t, h, consumer.Brokers(b.Addr()), consumer.Group(group), consumer.Topics(topic),
 		consumer.Attempts(4), consumer.Backoff(5*time.Millisecond, 20*time.Millisecond),
 		consumer.ExactlyOnce(unique("tx")))

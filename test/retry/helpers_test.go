@@ -29,6 +29,22 @@ type handledLog struct {
 	n  int
 }
 
+// handler is the workload's handler (load.Fail) noting each success in the
+// log, after taking pause; n counts this handler's successes.
+func (l *handledLog) handler(pause time.Duration) (h consumer.Handler, n *atomic.Int64) {
+	n = new(atomic.Int64)
+	h = func(ctx context.Context, r *kgo.Record) error {
+		time.Sleep(pause)
+		if err := load.Fail(r.Value, consumer.Attempt(ctx)); err != nil {
+			return err
+		}
+		l.add(r.Value)
+		n.Add(1)
+		return nil
+	}
+	return h, n
+}
+
 func (l *handledLog) add(v []byte) {
 	key, s, err := load.Parse(v)
 	if err != nil {

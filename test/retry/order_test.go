@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -28,13 +27,7 @@ func TestPerKeyOrderUnderFailures(t *testing.T) {
 			produceLoad(t, b.Addr(), topic, keys, perKey)
 
 			var log handledLog
-			h := func(ctx context.Context, r *kgo.Record) error {
-				if err := load.Fail(r.Value, consumer.Attempt(ctx)); err != nil {
-					return err
-				}
-				log.add(r.Value)
-				return nil
-			}
+			h, _ := log.handler(0)
 			opts := []consumer.Opt{
 				consumer.Brokers(b.Addr()), consumer.Group(group), consumer.Topics(topic),
 				consumer.Backoff(10*time.Millisecond, 50*time.Millisecond),

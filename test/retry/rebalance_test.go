@@ -1,13 +1,9 @@
 package retry
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
 	"github.com/sluice-mq/sluice/pkg/consumer"
@@ -25,25 +21,16 @@ func TestRebalanceMidRetry(t *testing.T) {
 	testbroker.CreateTopic(t, b.Addr(), topic, 4, nil)
 	produceLoad(t, b.Addr(), topic, keys, perKey)
 	var log handledLog
-	var byA, byB atomic.Int64
-	handler := func(count *atomic.Int64) consumer.Handler {
-		return func(ctx context.Context, r *kgo.Record) error {
-			time.Sleep(40 * time.Millisecond) // long enough that the join of B lands mid-work
-			if err := load.Fail(r.Value, consumer.Attempt(ctx)); err != nil {
-				return err
-			}
-			log.add(r.Value)
-			count.Add(1)
-			return nil
-		}
-	}
+	// Long enough a handling that the join of B lands mid-work.
+	a, byA := log.handler(40 * time.Millisecond)
+	bb, byB := log.handler(40 * time.Millisecond)
 	opts := []consumer.Opt{
 		consumer.Brokers(b.Addr()), consumer.Group(group), consumer.Topics(topic),
 		consumer.Attempts(2), consumer.Backoff(10*time.Millisecond, 50*time.Millisecond),
 		consumer.RetryDelays(300*time.Millisecond, 300*time.Millisecond),
 		consumer.CommitInterval(100 * time.Millisecond),
 	}
-	stopA := runConsumer(t, handler(&byA), opts...)
+	stopA := runConsumer(t, a, opts...)
 	waitHandled := func(n int) {
 		testbroker.Eventually(t, time.Minute, fmt.Sprintf("%d handled", n), func() error {
 			if _, got := log.snapshot(); got < n {
@@ -53,7 +40,7 @@ func TestRebalanceMidRetry(t *testing.T) {
 		})
 	}
 	waitHandled(100)
-	runConsumer(t, handler(&byB), opts...) // B joins
+	runConsumer(t, bb, opts...) // B joins
 	testbroker.Eventually(t, time.Minute, "B handles records", func() error {
 		if byB.Load() == 0 {
 			return fmt.Errorf("B has handled nothing yet")
