@@ -333,7 +333,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	for i, r := range fp.Records {
 		offs[i] = r.Offset
 	}
-	first := tr.addAll(offs)
+	first, seq := tr.addAll(offs)
 	recs := fp.Records[first:]
 	items := make([]item, len(recs)) // one allocation for the batch
 	if !retry {
@@ -342,7 +342,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	ls := c.lanesLocked(main, fp.Partition)
 	for i, r := range recs {
 		it := &items[i]
-		it.rec, it.tr, it.retry = r, tr, retry
+		it.rec, it.tr, it.retry, it.seq = r, tr, retry, seq+int64(i)
 		if retry {
 			info, err := DecodeRetryInfo(r)
 			it.info, it.bad = &info, err

@@ -51,6 +51,7 @@ func (ks *keyState) idle() bool { return len(ks.heads) == 0 && len(ks.held) == 0
 type item struct {
 	rec     *kgo.Record
 	tr      *tracker
+	seq     int64      // the record's sequence number in tr
 	info    *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
 	bad     error      // malformed convention headers
 	retry   bool       // read from a retry topic
@@ -76,6 +77,7 @@ type attemptCtx struct {
 	context.Context
 	n    int
 	done []*item // handled, to be marked finished in one go (flushDone)
+	seqs []int64 // flushDone's buffer
 }
 
 func (a *attemptCtx) Value(k any) any {
@@ -122,19 +124,20 @@ func (c *Consumer) flushDone(ctx *attemptCtx) {
 	for len(ctx.done) > 0 {
 		tr := ctx.done[0].tr
 		rest := ctx.done[:0]
-		var offs []int64
+		seqs := ctx.seqs[:0]
 		for _, it := range ctx.done {
 			if it.tr != tr {
 				rest = append(rest, it)
 				continue
 			}
-			offs = append(offs, it.rec.Offset)
+			seqs = append(seqs, it.seq)
 			if it.counted {
 				it.counted = false
 				n++
 			}
 		}
-		tr.finishAll(offs)
+		tr.finishSeqs(seqs)
+		ctx.seqs = seqs
 		ctx.done = rest
 	}
 	if n > 0 {
@@ -143,7 +146,7 @@ func (c *Consumer) flushDone(ctx *attemptCtx) {
 }
 
 func (c *Consumer) finish(it *item) {
-	it.tr.finish(it.rec.Offset)
+	it.tr.finishSeqs([]int64{it.seq})
 	c.release(it)
 }
 

@@ -17,6 +17,7 @@ type tracker struct {
 	offs      []int64 // handed out, in increasing order; offs[:head] are finished
 	done      []bool
 	head      int
+	base      int64 // sequence number of offs[0]: the n-th record handed out has n
 	next      int64 // one past the last offset handed out; -1 before the first
 	committed int64 // last offset committed, -1 for none
 }
@@ -38,10 +39,12 @@ func (t *tracker) add(off int64) bool {
 }
 
 // addAll hands out offs, in increasing order, and returns the index of the
-// first one taken (the ones before it were at or below the last offset).
-func (t *tracker) addAll(offs []int64) int {
+// first one taken (the ones before it were at or below the last offset) and
+// its sequence number; the ones after it have the numbers that follow.
+func (t *tracker) addAll(offs []int64) (int, int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	seq := t.base + int64(len(t.offs))
 	first := 0
 	for first < len(offs) && t.next >= 0 && offs[first] < t.next {
 		first++
@@ -53,7 +56,18 @@ func (t *tracker) addAll(offs []int64) int {
 	if len(offs) > first {
 		t.next = offs[len(offs)-1] + 1
 	}
-	return first
+	return first, seq
+}
+
+// finishSeqs marks the records with these sequence numbers done: no search.
+func (t *tracker) finishSeqs(seqs []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range seqs {
+		if i := s - t.base; i >= int64(t.head) && i < int64(len(t.offs)) {
+			t.markLocked(int(i))
+		}
+	}
 }
 
 // finish marks off done.
@@ -63,20 +77,15 @@ func (t *tracker) finish(off int64) {
 	t.finishLocked(off)
 }
 
-// finishAll marks offs done.
-func (t *tracker) finishAll(offs []int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, o := range offs {
-		t.finishLocked(o)
-	}
-}
-
 func (t *tracker) finishLocked(off int64) {
 	i := t.head + sort.Search(len(t.offs)-t.head, func(i int) bool { return t.offs[t.head+i] >= off })
 	if i >= len(t.offs) || t.offs[i] != off {
 		return
 	}
+	t.markLocked(i)
+}
+
+func (t *tracker) markLocked(i int) {
 	t.done[i] = true
 	for t.head < len(t.offs) && t.done[t.head] {
 		t.head++
@@ -86,6 +95,7 @@ func (t *tracker) finishLocked(off int64) {
 	if t.head > 64 && t.head*2 >= len(t.offs) {
 		n := copy(t.offs, t.offs[t.head:])
 		copy(t.done, t.done[t.head:])
+		t.base += int64(t.head)
 		t.offs, t.done, t.head = t.offs[:n], t.done[:n], 0
 	}
 }

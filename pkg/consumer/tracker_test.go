@@ -45,4 +45,17 @@ func TestTracker(t *testing.T) {
 	if m, _ := tr.mark(); m != 1000 || tr.inFlight() != 0 {
 		t.Fatalf("mark %d inFlight %d, want 1000 and 0", m, tr.inFlight())
 	}
+	// Sequence numbers survive compaction.
+	first, seq := tr.addAll([]int64{999, 1000, 1001, 1002})
+	if first != 1 {
+		t.Fatalf("addAll took from index %d, want 1", first)
+	}
+	tr.finishSeqs([]int64{seq + 1, seq + 2})
+	if m, _ := tr.mark(); m != 1000 {
+		t.Fatalf("mark %d, want 1000", m)
+	}
+	tr.finishSeqs([]int64{seq, seq - 1, seq + 99})
+	if m, _ := tr.mark(); m != 1003 {
+		t.Fatalf("mark %d, want 1003", m)
+	}
 }
