@@ -162,6 +162,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 		cancel()
 	}
 	actx := &attemptCtx{Context: lctx}
+	stopped := lctx.Done()
 	var work []*item
 	for {
 		if len(work) == 0 {
@@ -183,8 +184,15 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 		}
 		it := work[0]
 		work = work[1:]
-		if ks.dead.Load() || lctx.Err() != nil {
+		select {
+		case <-stopped:
 			c.flushDone(actx) // handled: finished, even when stopping
+			c.release(it)
+			continue
+		default:
+		}
+		if ks.dead.Load() {
+			c.flushDone(actx)
 			c.release(it)
 			continue
 		}
@@ -239,15 +247,27 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // handle runs the handler up to Attempts times with backoff, then sends the
 // record to the retry or the dead-letter topic.
 func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
+	var err error
+	ran := 0
+	if it.info == nil {
+		// A main-topic record's first run, the common case, kept short:
+		// no due time, no earlier attempts.
+		ctx.n = 1
+		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
+			return nil
+		}
+		ran = 1
+	}
 	info := it.retryInfo()
-	if !info.DueAt.IsZero() {
+	info.Attempts += ran
+	if ran == 0 && !info.DueAt.IsZero() {
 		c.flushDone(ctx)
 		if !c.waitUntil(ctx, info.DueAt) {
 			return nil
 		}
 	}
-	var err error
-	for i := 0; i < c.cfg.attempts; i++ {
+	for i := ran; i < c.cfg.attempts && (i == 0 || err != nil); i++ {
 		if i > 0 {
 			c.flushDone(ctx)
 			if !c.sleep(ctx, c.backoff(i)) {
