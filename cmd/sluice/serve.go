@@ -74,6 +74,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"inter-broker-user", "cluster.inter_broker_user", "cluster mode: name:password brokers log in with on a SASL inter-broker listener (prefer SLUICE_CLUSTER_INTER_BROKER_USER)"},
 	{"inter-broker-ca-file", "cluster.inter_broker_ca_file", "cluster mode: PEM CA of the brokers' certificates on a TLS inter-broker listener"},
 	{"put-hedge", "cluster.put_hedge", "cluster mode: race a flush PUT with a second one after this long, for at most 5% of PUTs (0: the recent p99 PUT time, at least 25ms; negative: never)"},
+	{"read-ahead-bytes", "cluster.read_ahead_bytes", "cluster mode: how far ahead of a consumer reading a partition in order its data is loaded into the block cache (0: 8 MiB or an eighth of the cache; negative: none)"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},

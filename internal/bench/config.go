@@ -44,6 +44,7 @@ type Config struct {
 	RateMBps       float64       // --rate, MB/s over all producers; 0 is unlimited
 	Timeout        time.Duration // --timeout for the whole run
 	ConsumeTimeout time.Duration // --consume-idle-timeout: give up after this long with no progress
+	ProduceOnly    bool          // --produce-only: skip the consume phase
 	JSON           bool          // --json
 	DiskBWDir      string        // --disk-bw
 	DiskBWBytes    int64         // --disk-bw-size

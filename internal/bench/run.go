@@ -191,6 +191,13 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 		return rep, err
 	}
 	inLog := recordsBetween(startOffs, endOffs)
+	if cfg.ProduceOnly {
+		rep.Elapsed = time.Since(t0)
+		if rep.Produce.Errors > 0 {
+			return rep, fmt.Errorf("%w: %d produce errors, first: %s", ErrIncomplete, rep.Produce.Errors, rep.Produce.FirstError)
+		}
+		return rep, nil
+	}
 	// acks=0 and acks=1 promises complete before the records are visible
 	// to consumers (acks=0: once sent; acks=1: before they are durable), so
 	// wait, briefly, for the end offsets to cover what was acknowledged.

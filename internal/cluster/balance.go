@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -93,63 +91,77 @@ func assign(tps map[TopicPartition]struct{}, prefer map[TopicPartition][]int32, 
 	for tp := range tps {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
 	}
-	load := make(map[int32]int, len(brokers))
-	ranked := make([]int32, len(brokers))
 	for topic, parts := range byTopic {
 		slices.Sort(parts)
-		floor, extra := len(parts)/len(brokers), len(parts)%len(brokers)
-		clear(load)
-		free := parts[:0:0]
-		for _, p := range parts {
-			tp := TopicPartition{Topic: topic, Partition: p}
-			if b, ok := preferredLive(prefer[tp], brokers); ok {
-				out[tp] = b
+		for p, b := range assignTopic(topic, parts, prefer, brokers) {
+			out[TopicPartition{Topic: topic, Partition: p}] = b
+		}
+	}
+	return out
+}
+
+// assignTopic is assign for the partitions of one topic (sorted): topics
+// are placed independently of each other, so a placement is computed and
+// cached per topic (placement.owner), and a topic created or changed costs
+// only its own partitions.
+func assignTopic(topic string, parts []int32, prefer map[TopicPartition][]int32, brokers []int32) map[int32]int32 {
+	out := make(map[int32]int32, len(parts))
+	if len(brokers) == 0 {
+		return out
+	}
+	load := make(map[int32]int, len(brokers))
+	ranked := make([]int32, len(brokers))
+	floor, extra := len(parts)/len(brokers), len(parts)%len(brokers)
+	free := parts[:0:0]
+	for _, p := range parts {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		if b, ok := preferredLive(prefer[tp], brokers); ok {
+			out[p] = b
+			load[b]++
+			continue
+		}
+		free = append(free, p)
+	}
+	for _, l := range load {
+		if l > floor {
+			extra -= min(l-floor, extra) // pinned partitions took extra places
+		}
+	}
+	for _, p := range free {
+		tp := TopicPartition{Topic: topic, Partition: p}
+		copy(ranked, brokers)
+		slices.SortFunc(ranked, func(a, b int32) int {
+			sa, sb := score(tp, a), score(tp, b)
+			switch {
+			case sa != sb:
+				return cmp.Compare(sb, sa) // highest score first
+			default:
+				return cmp.Compare(b, a) // as owner breaks ties
+			}
+		})
+		placed := false
+		for _, b := range ranked {
+			if load[b] < floor || (load[b] == floor && extra > 0) {
+				if load[b] == floor {
+					extra-- // b takes one of the n mod B extra places
+				}
+				out[p] = b
 				load[b]++
-				continue
-			}
-			free = append(free, p)
-		}
-		for _, l := range load {
-			if l > floor {
-				extra -= min(l-floor, extra) // pinned partitions took extra places
+				placed = true
+				break
 			}
 		}
-		for _, p := range free {
-			tp := TopicPartition{Topic: topic, Partition: p}
-			copy(ranked, brokers)
-			slices.SortFunc(ranked, func(a, b int32) int {
-				sa, sb := score(tp, a), score(tp, b)
-				switch {
-				case sa != sb:
-					return cmp.Compare(sb, sa) // highest score first
-				default:
-					return cmp.Compare(b, a) // as owner breaks ties
-				}
-			})
-			placed := false
-			for _, b := range ranked {
-				if load[b] < floor || (load[b] == floor && extra > 0) {
-					if load[b] == floor {
-						extra-- // b takes one of the n mod B extra places
-					}
-					out[tp] = b
-					load[b]++
-					placed = true
-					break
+		if !placed {
+			// Pinned partitions filled the room: the least loaded
+			// broker, the higher-ranked among equals.
+			best := ranked[0]
+			for _, b := range ranked[1:] {
+				if load[b] < load[best] {
+					best = b
 				}
 			}
-			if !placed {
-				// Pinned partitions filled the room: the least loaded
-				// broker, the higher-ranked among equals.
-				best := ranked[0]
-				for _, b := range ranked[1:] {
-					if load[b] < load[best] {
-						best = b
-					}
-				}
-				out[tp] = best
-				load[best]++
-			}
+			out[p] = best
+			load[best]++
 		}
 	}
 	return out
@@ -163,43 +175,6 @@ func preferredLive(replicas, brokers []int32) (int32, bool) {
 		}
 	}
 	return -1, false
-}
-
-// placement is the desired leaders of the partitions a node wants, over
-// one set of brokers.
-type placement struct {
-	brokers []int32
-	of      map[TopicPartition]int32
-}
-
-// owner is tp's desired leader: its place in the bounded-load assignment,
-// or plain rendezvous for a partition outside the wanted set.
-func (pl placement) owner(tp TopicPartition) int32 {
-	if b, ok := pl.of[tp]; ok {
-		return b
-	}
-	return owner(tp, pl.brokers)
-}
-
-// placementLocked is the assignment of the wanted partitions over brokers,
-// cached per broker set until the partition set changes. n.mu is held.
-func (n *Node) placementLocked(brokers []int32) placement {
-	ids := slices.Clone(brokers)
-	slices.Sort(ids)
-	var key strings.Builder
-	for _, id := range ids {
-		key.WriteString(strconv.Itoa(int(id)))
-		key.WriteByte(',')
-	}
-	a, ok := n.assigned[key.String()]
-	if !ok {
-		if len(n.assigned) >= 4 {
-			clear(n.assigned)
-		}
-		a = assign(n.want, n.prefer, ids)
-		n.assigned[key.String()] = a
-	}
-	return placement{brokers: ids, of: a}
 }
 
 type actionKind uint8
@@ -235,9 +210,11 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		n.noteValidity()
+		began := time.Now()
 		n.mu.Lock()
 		acts := n.planLocked(n.now())
 		n.mu.Unlock()
+		n.observePlan(time.Since(began))
 		for _, a := range acts {
 			n.actWG.Add(1)
 			go n.run(a)
@@ -261,117 +238,15 @@ func (n *Node) noteValidity() {
 		return
 	}
 	if valid {
+		n.mu.Lock()
+		n.fullPass = true
+		n.mu.Unlock()
 		n.log.Info("lease renewed after its validity had passed; serving again", "session", fmt.Sprintf("%x", cur.s.ID()))
 	} else {
 		n.log.Warn("lease validity passed without a renewal (etcd unreachable, or this process stalled); not serving until etcd confirms the lease",
 			"session", fmt.Sprintf("%x", cur.s.ID()), "valid_until_ago", time.Since(cur.s.ValidUntil()).Round(time.Millisecond))
 	}
 	n.notify()
-}
-
-// planLocked compares the view with what we hold and returns what to do.
-// Every action it returns has its partition marked busy.
-func (n *Node) planLocked(now time.Time) []action {
-	if n.closing || n.cur == nil || !n.view.synced || !n.LeaseValid() {
-		// Suspended (LeaseValid false): nothing is done on a lease that
-		// may be gone until a renewal says it is not.
-		return nil
-	}
-	self := n.cfg.BrokerID
-	if _, ok := n.view.members[self]; !ok {
-		// Our registration is not in the view yet: without ourselves in
-		// the member list we would hand everything away.
-		return nil
-	}
-	live := make([]int32, 0, len(n.view.members))
-	eligible := make([]int32, 0, len(n.view.members))
-	for id, m := range n.view.members {
-		live = append(live, id)
-		if id == self || m.since.IsZero() || now.Sub(m.since) >= n.cfg.RebalanceDelay {
-			eligible = append(eligible, id)
-		}
-	}
-	livePl, eligiblePl := n.placementLocked(live), n.placementLocked(eligible)
-	var acts []action
-	add := func(a action) {
-		a.p.busy = true
-		acts = append(acts, a)
-	}
-	idle := func(p *part) bool { return !p.busy && !now.Before(p.notBefore) }
-
-	for tp, t := range n.dropped {
-		if p := n.partLocked(tp); !p.busy {
-			add(action{kind: actDrop, tp: tp, p: p, t: t})
-		}
-	}
-	for tp, t := range n.owned {
-		p := n.partLocked(tp)
-		if !idle(p) || !t.ready {
-			continue
-		}
-		lv, ok := n.view.leaders[tp]
-		mine := ok && lv.Broker == self && lv.Epoch == t.epoch
-		switch {
-		case !mine && (t.seen || (ok && lv.Epoch > t.epoch) || now.Sub(t.since) > n.cfg.LeaseTTL):
-			// Deleted or replaced after we saw it, or a newer epoch, or the
-			// view never caught up: ask the store.
-			add(action{kind: actVerify, tp: tp, p: p, t: t})
-		case !n.wantsLocked(tp):
-			add(action{kind: actRelease, tp: tp, p: p, t: t})
-		default:
-			// Every partition whose desired owner changed is handed
-			// off at once (maxActions at a time), so a broker that
-			// (re)joins gets its share back in one step.
-			target := eligiblePl.owner(tp)
-			if target >= 0 && target != self && (!t.fallback || now.Sub(t.since) >= fallbackHold(n.cfg.LeaseTTL)) {
-				add(action{kind: actHandOff, tp: tp, p: p, t: t})
-			}
-		}
-	}
-	for tp := range n.want {
-		if n.owned[tp] != nil || n.dropped[tp] != nil {
-			continue
-		}
-		p := n.partLocked(tp)
-		if _, ok := n.view.leaders[tp]; ok {
-			p.leaderlessSince = time.Time{}
-			continue
-		}
-		if p.leaderlessSince.IsZero() {
-			p.leaderlessSince = now
-		}
-		if !idle(p) {
-			continue
-		}
-		if now.Before(n.settleUntil) {
-			// Settling (joinSettle): only what was ours, wherever the
-			// partial member list would place it; a hand-off moves it
-			// later if another broker is its desired owner.
-			last, known := n.lastLeader[tp]
-			if n.prevHeld[tp] || (known && last == self) {
-				add(action{kind: actAcquire, tp: tp, p: p})
-			}
-			continue
-		}
-		desired := livePl.owner(tp)
-		fallback := desired != self && now.Sub(p.leaderlessSince) > 2*n.cfg.LeaseTTL
-		if desired == self || fallback {
-			add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})
-		}
-	}
-	for tp, lv := range n.view.leaders {
-		if lv.Broker != self || n.owned[tp] != nil || n.dropped[tp] != nil {
-			continue
-		}
-		if p := n.partLocked(tp); idle(p) {
-			add(action{kind: actOrphan, tp: tp, p: p})
-		}
-	}
-	if a, ok := n.planControllerLocked(); ok {
-		n.ctrlBusy = true
-		acts = append(acts, a)
-	}
-	return acts
 }
 
 // run executes one action: partition actions on the partition's serialised
@@ -413,6 +288,7 @@ func (n *Node) finish(a action) {
 	defer n.mu.Unlock()
 	if a.p != nil {
 		a.p.busy = false
+		n.markDirty(a.tp)
 	}
 	if a.kind == actClaimController {
 		n.ctrlBusy = false

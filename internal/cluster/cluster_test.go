@@ -184,9 +184,10 @@ func TestJoin(t *testing.T) {
 	}
 }
 
-// TestFenceCompares: compares taken while leading fail once the leadership
-// is gone, also when the same broker leads again (the leader key is back
-// at version 1) and when another broker does.
+// TestFenceCompares: compares taken while leading fail once the
+// partition (or any other partition the session gave up) is claimed
+// again, by another broker or by the same one, and once the session ends;
+// the leader's current compares hold.
 func TestFenceCompares(t *testing.T) {
 	c := newCluster(t, 2*time.Second, 4)
 	n1 := c.start(1)
@@ -198,7 +199,11 @@ func TestFenceCompares(t *testing.T) {
 	if !ok || write(old) != nil {
 		t.Fatalf("FenceCompares = %v, %d, %v; write: %v", old, e1, ok, write(old))
 	}
-	// Gone: the leader key is deleted and nobody has it.
+	if other, _, _ := n1.node.FenceCompares(c.parts[1]); !slices.Equal(other, old) {
+		t.Errorf("FenceCompares of two partitions of one session differ: %v, %v", old, other)
+	}
+	// Given up: the leader key is deleted and FenceCompares stops
+	// reporting it at once.
 	n1.node.SetPartitions(c.parts[1:])
 	eventually(t, settle, "released", func() error {
 		if _, ok := n1.node.Leader(tp); ok {
@@ -209,10 +214,7 @@ func TestFenceCompares(t *testing.T) {
 		}
 		return nil
 	})
-	if err := write(old); !errors.Is(err, meta.ErrConflict) {
-		t.Errorf("write with compares of a released leadership = %v, want ErrConflict", err)
-	}
-	// Same broker again, new epoch.
+	// Same broker again, new epoch: the claim bumped the fence.
 	n1.node.SetPartitions(c.parts)
 	eventually(t, settle, "led again", func() error { return c.check([]*testNode{n1}) })
 	cur, e2, _ := n1.node.FenceCompares(tp)
@@ -225,15 +227,45 @@ func TestFenceCompares(t *testing.T) {
 	if err := write(cur); err != nil {
 		t.Errorf("write with the current compares: %v", err)
 	}
-	// Another broker.
+	// Another broker joins and takes some partitions over while broker 1
+	// lives: each of those claims bumps broker 1's fence.
 	n2 := c.start(2)
+	eventually(t, settle, "spread over both", func() error {
+		if err := c.check([]*testNode{n1, n2}); err != nil {
+			return err
+		}
+		for _, p := range c.parts {
+			if _, ok := n2.node.IsLeader(p); ok {
+				return nil
+			}
+		}
+		return errors.New("broker 2 leads nothing yet")
+	})
+	if err := write(cur); !errors.Is(err, meta.ErrConflict) {
+		t.Errorf("write with compares from before broker 2 took partitions over = %v, want ErrConflict", err)
+	}
+	var still TopicPartition
+	for _, p := range c.parts {
+		if _, ok := n1.node.IsLeader(p); ok {
+			still = p
+		}
+	}
+	eventually(t, settle, "broker 1's fence seen", func() error {
+		now, _, ok := n1.node.FenceCompares(still)
+		if !ok {
+			return errors.New("not led")
+		}
+		return write(now)
+	})
+	// Broker 1 leaves: everything moves and its fence goes with its session.
+	last, _, _ := n1.node.FenceCompares(still)
 	closeNode(t, n1)
 	eventually(t, settle, "moved to broker 2", func() error { return c.check([]*testNode{n2}, n1) })
 	now, e3, _ := n2.node.FenceCompares(tp)
 	if e3 <= e2 {
 		t.Errorf("epoch %d after %d", e3, e2)
 	}
-	if err := write(cur); !errors.Is(err, meta.ErrConflict) {
+	if err := write(last); !errors.Is(err, meta.ErrConflict) {
 		t.Errorf("write with the old leader's compares = %v, want ErrConflict", err)
 	}
 	if err := write(now); err != nil {
@@ -487,3 +519,47 @@ func TestAcquireOfDeletedPartition(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestSetTopic: topics added, grown and removed one at a time end in the
+// same leaderships as the whole set would: every partition led once,
+// spread as assign places them, the removed ones released.
+func TestSetTopic(t *testing.T) {
+	c := newCluster(t, 2*time.Second, 12) // orders 0-7, audit.log 0-3
+	nodes := []*testNode{c.start(1), c.start(2)}
+	eventually(t, settle, "every partition led", func() error { return c.settled(nodes) })
+	for _, tn := range nodes {
+		tn.node.SetTopic("extra", 3, map[int32][]int32{0: {2}})
+		tn.node.SetTopic("orders", 8, nil) // unchanged
+	}
+	for i := range 3 {
+		c.parts = append(c.parts, TopicPartition{"extra", int32(i)})
+	}
+	eventually(t, settle, "the new topic led", func() error { return c.check(nodes) })
+	eventually(t, settle, "its preferred partition on broker 2", func() error {
+		if l, ok := nodes[0].node.Leader(TopicPartition{"extra", 0}); !ok || l.Broker != 2 {
+			return fmt.Errorf("extra-0 led by %d, %v", l.Broker, ok)
+		}
+		return nil
+	})
+	for _, tn := range nodes {
+		tn.node.SetTopic("audit.log", 0, nil)
+	}
+	var kept []TopicPartition
+	for _, tp := range c.parts {
+		if tp.Topic != "audit.log" {
+			kept = append(kept, tp)
+		}
+	}
+	eventually(t, settle, "the removed topic released", func() error {
+		kvs, err := c.obs.List(bg, leadersPrefix+"audit.log/")
+		if err != nil {
+			return err
+		}
+		if len(kvs) != 0 {
+			return fmt.Errorf("%d leader keys of audit.log", len(kvs))
+		}
+		return nil
+	})
+	c.parts = kept
+	eventually(t, settle, "the rest settled", func() error { return c.check(nodes) })
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Sentinel errors, always wrapped.
@@ -59,6 +61,8 @@ type Config struct {
 	OnSession func(id int64)
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Registerer, if set, gets the node's metrics (sluice_cluster_*).
+	Registerer prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }

@@ -16,7 +16,8 @@
 //
 //	cluster/brokers/<id %010d>                   JSON broker, leased      membership
 //	cluster/leaders/<topic>/<partition %010d>    JSON leader, leased      current leadership
-//	cluster/epochs/<topic>/<partition %010d>     decimal, persistent      last epoch handed out
+//	cluster/epochs/<topic>/<partition %010d>     "epoch session", persistent  last epoch handed out
+//	cluster/fences/<session %016x>               empty, leased            the session's fence
 //	cluster/controller                           JSON controller, leased  controller election
 //
 // Every leased key of a node hangs on its one meta session: when the node
@@ -36,10 +37,14 @@
 //     leader key = {broker, e+1}.
 //
 // The epoch counter only moves while no leader key exists, so the leader key
-// always carries the counter's current value. FenceCompares of a leadership
-// are "leader key at version 1 and epoch key at the version step 1 wrote":
-// the leader key alone would not do, since a key deleted and created again
-// by another broker is back at version 1.
+// always carries the counter's current value. Step 1 also bumps the fence
+// key of the session that claimed the previous epoch (its id is in the
+// epoch key's value), and FenceCompares of every leadership of a session
+// is that session's fence key at its current version: one compare for all
+// of a broker's partitions, which fails once any partition the session gave
+// up is claimed again, or the session ends (docs/cluster-keys.md,
+// "Fencing"). Claims and leader key deletes that run at once share
+// transactions (meta.Batcher).
 //
 // A leader hands a partition off (Release(false), then delete its key) when
 // another live broker becomes the desired owner, every such partition at

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -152,10 +153,25 @@ func (r *recorder) Release(tp TopicPartition, fenced bool) {
 			r.t.Errorf("broker %d: graceful Release(%v) at epoch %d, but the leader key is %q, %v", r.id, tp, e, kv.Value, err)
 		}
 		if n := r.node.Load(); n != nil {
-			cmps, _, ok := n.FenceCompares(tp)
-			if !ok {
-				r.t.Errorf("broker %d: no FenceCompares during graceful Release(%v)", r.id, tp)
-			} else if err := r.obs.Txn(bg, cmps, meta.Put(fmt.Sprintf("test/flush/%s/%d", tp.Topic, tp.Partition), nil)); err != nil {
+			// As the log engine does: a compare that fails because a
+			// claim of another partition bumped the session's fence is
+			// retried once the fence is read again.
+			var err error
+			for range 3 {
+				cmps, _, ok := n.FenceCompares(tp)
+				if !ok {
+					r.t.Errorf("broker %d: no FenceCompares during graceful Release(%v)", r.id, tp)
+					break
+				}
+				err = r.obs.Txn(bg, cmps, meta.Put(fmt.Sprintf("test/flush/%s/%d", tp.Topic, tp.Partition), nil))
+				if !errors.Is(err, meta.ErrConflict) {
+					break
+				}
+				if rerr := n.RefreshFence(bg, err); rerr != nil {
+					r.t.Errorf("broker %d: RefreshFence: %v", r.id, rerr)
+				}
+			}
+			if err != nil {
 				r.t.Errorf("broker %d: a flush during graceful Release(%v) failed: %v", r.id, tp, err)
 			}
 		}

@@ -15,6 +15,7 @@ const (
 	brokersPrefix = "cluster/brokers/"
 	leadersPrefix = "cluster/leaders/"
 	epochsPrefix  = "cluster/epochs/"
+	fencesPrefix  = "cluster/fences/"
 	controllerKey = "cluster/controller"
 )
 
@@ -32,6 +33,20 @@ func epochKey(tp TopicPartition) string {
 	return fmt.Sprintf("%s%s/%010d", epochsPrefix, tp.Topic, tp.Partition)
 }
 
+// fenceKey is the fence of one session: data registered under its
+// leaderships compares its version, and every claim of a partition the
+// session led bumps it (docs/cluster-keys.md, "Fencing").
+func fenceKey(session int64) string { return fmt.Sprintf("%s%016x", fencesPrefix, uint64(session)) }
+
+func parseFenceKey(k string) (int64, bool) {
+	s, ok := strings.CutPrefix(k, fencesPrefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 16, 64)
+	return int64(id), err == nil
+}
+
 func parseBrokerKey(k string) (int32, bool) {
 	s, ok := strings.CutPrefix(k, brokersPrefix)
 	if !ok {
@@ -42,8 +57,13 @@ func parseBrokerKey(k string) (int32, bool) {
 }
 
 // parseLeaderKey splits at the last '/': Kafka topic names have none.
-func parseLeaderKey(k string) (TopicPartition, bool) {
-	s, ok := strings.CutPrefix(k, leadersPrefix)
+func parseLeaderKey(k string) (TopicPartition, bool) { return parsePartitionKey(leadersPrefix, k) }
+
+// parseEpochKey is parseLeaderKey for epoch keys.
+func parseEpochKey(k string) (TopicPartition, bool) { return parsePartitionKey(epochsPrefix, k) }
+
+func parsePartitionKey(prefix, k string) (TopicPartition, bool) {
+	s, ok := strings.CutPrefix(k, prefix)
 	if !ok {
 		return TopicPartition{}, false
 	}
@@ -93,10 +113,25 @@ func encode(v any) []byte {
 	return b
 }
 
-func decodeEpoch(kv meta.KV) (int32, error) {
-	e, err := strconv.ParseInt(string(kv.Value), 10, 32)
+// encodeEpoch is an epoch key's value: the epoch and the session of the
+// broker that claimed it, "17 6a4f2c01d3b5e7a9".
+func encodeEpoch(epoch int32, session int64) []byte {
+	return fmt.Appendf(nil, "%d %x", epoch, uint64(session))
+}
+
+// decodeEpoch reads an epoch key: the epoch, and the session that claimed
+// it (0 in keys written before sessions were recorded, "17").
+func decodeEpoch(kv meta.KV) (int32, int64, error) {
+	es, ss, hasSession := strings.Cut(string(kv.Value), " ")
+	e, err := strconv.ParseInt(es, 10, 32)
 	if err != nil || e < 0 {
-		return 0, fmt.Errorf("cluster: epoch key %q holds %q, not an epoch", kv.Key, kv.Value)
+		return 0, 0, fmt.Errorf("cluster: epoch key %q holds %q, not an epoch", kv.Key, kv.Value)
 	}
-	return int32(e), nil
+	var session uint64
+	if hasSession {
+		if session, err = strconv.ParseUint(ss, 16, 64); err != nil {
+			return 0, 0, fmt.Errorf("cluster: epoch key %q holds %q, not an epoch and a session", kv.Key, kv.Value)
+		}
+	}
+	return int32(e), int64(session), nil
 }

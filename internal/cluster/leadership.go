@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -33,38 +32,53 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	ctx := cur.ctx
 	lk, ek := leaderKey(tp), epochKey(tp)
 
-	var epoch int32
-	var epochVer int64
-	kv, err := n.md.Get(ctx, ek)
+	// The epoch key as the watch shows it: its compare makes sure it is
+	// still that (a view that lags loses the race and tries again).
+	n.mu.Lock()
+	ev := n.view.epochs[tp]
+	// The previous session's fence, if the view still has it: the watch
+	// shows it created before that session's claim of this epoch, so a
+	// fence missing from the view is gone for good (the session ended).
+	bump := ev.session != 0 && n.view.fences[ev.session]
+	var floor int64
 	switch {
-	case err == nil:
-		if epoch, err = decodeEpoch(kv); err != nil {
-			n.pause(p, tp, "reading the epoch", err)
-			return
-		}
-		epochVer = kv.Version
-	case errors.Is(err, meta.ErrNotFound):
-	default:
-		n.pause(p, tp, "reading the epoch", err)
-		return
+	case ev.version == 0:
+		floor = 1 // never led: nothing to see
+	case ev.session != 0 && !bump:
+		// The view is past the end of the previous holder's session,
+		// and so past anything it registered.
+		floor = max(n.view.rev, 1)
 	}
-	if epoch == math.MaxInt32 {
+	n.mu.Unlock()
+	if ev.epoch == math.MaxInt32 {
 		n.log.Error("leader epoch exhausted", "topic", tp.Topic, "partition", tp.Partition)
 		return
 	}
-	next := epoch + 1
-	// Step 1, without the session: the epoch key must outlive it.
-	err = n.md.Txn(ctx, []meta.Compare{{Key: lk}, {Key: ek, Version: epochVer}},
-		meta.Put(ek, []byte(strconv.FormatInt(int64(next), 10))))
+	next := ev.epoch + 1
+	// Step 1, without the session: the epoch key must outlive it. It
+	// bumps the fence of the session that claimed the previous epoch, so
+	// that nothing that session still registers under its leadership
+	// lands after this claim (docs/cluster-keys.md, "Fencing").
+	cmps := []meta.Compare{{Key: lk}, {Key: ek, Version: ev.version}}
+	ops := []meta.Op{meta.Put(ek, encodeEpoch(next, cur.s.ID()))}
+	if bump {
+		ops = append(ops, meta.Bump(fenceKey(ev.session)))
+	}
+	err := n.batch.Txn(ctx, cmps, ops...)
+	if errors.Is(err, meta.ErrNotFound) && len(ops) > 1 {
+		// That session has ended: its fence is gone, and with it every
+		// compare on it.
+		err = n.batch.Txn(ctx, cmps, ops[0])
+	}
 	if err != nil {
 		n.pause(p, tp, "claiming an epoch", err)
 		return
 	}
-	t := &tenure{tp: tp, epoch: next, epochVer: epochVer + 1, session: cur.s.ID(), gen: cur.gen,
-		since: n.now(), fallback: fallback}
+	t := &tenure{tp: tp, epoch: next, epochVer: ev.version + 1, session: cur.s.ID(), gen: cur.gen,
+		since: n.now(), fallback: fallback, floor: floor}
 	// Step 2: the leader key, on the session, only if nobody claimed a
 	// later epoch or the leadership in between.
-	err = n.leaser.TxnWithSession(ctx, cur.s, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},
+	err = n.batch.TxnWithSession(ctx, cur.s, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},
 		meta.Put(lk, encode(leaderValue{Broker: n.cfg.BrokerID, Epoch: next, Session: t.session})))
 	if err != nil && meta.IsRetriable(err) && n.isOurs(ctx, t) {
 		err = nil // applied although the answer was lost
@@ -127,6 +141,7 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		return
 	}
 	p.held = t
+	n.m.acquired.Inc()
 	log.Info("leading", "fallback", fallback)
 	n.notify()
 }
@@ -148,7 +163,14 @@ func (n *Node) release(ctx context.Context, p *part, t *tenure, why string) {
 	if p.held == t {
 		n.h.Release(t.tp, false)
 		p.held = nil
+		n.m.released.Inc()
 	}
+	// From here FenceCompares no longer reports it: nothing registered
+	// after this may count on the session's fence (the next claim bumps
+	// it; a registration of ours that races the claim must fail).
+	n.mu.Lock()
+	t.ending = true
+	n.mu.Unlock()
 	n.deleteLeader(ctx, t)
 	n.mu.Lock()
 	if n.owned[t.tp] == t {
@@ -193,6 +215,7 @@ func (n *Node) verify(p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 	n.notify()
 }
@@ -209,6 +232,7 @@ func (n *Node) drop(ctx context.Context, p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 	n.deleteLeader(ctx, t)
 	n.mu.Lock()
@@ -253,7 +277,7 @@ func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
 	// The epoch counter does not move while a leader key exists, so it
 	// names this key's epoch; comparing it too makes sure we delete this
 	// key and not one created since.
-	if e, err := decodeEpoch(ekv); err != nil || e != lv.Epoch {
+	if e, _, err := decodeEpoch(ekv); err != nil || e != lv.Epoch {
 		n.pause(p, tp, "matching the epoch", errors.New("the epoch key does not match the leader key"))
 		return
 	}
@@ -273,7 +297,7 @@ func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
 // little; what it cannot delete goes with the session, or as an orphan.
 func (n *Node) deleteLeader(ctx context.Context, t *tenure) {
 	for attempt := range 3 {
-		err := n.md.Txn(ctx, t.compares(), meta.Delete(leaderKey(t.tp)))
+		err := n.batch.Txn(ctx, t.compares(), meta.Delete(leaderKey(t.tp)))
 		if err == nil || errors.Is(err, meta.ErrConflict) {
 			return
 		}

@@ -17,6 +17,10 @@ import (
 type session struct {
 	s   meta.Session
 	gen uint64
+	// fence is the last version of the session's fence key known (n.mu):
+	// 1 when registered, raised by claims of its partitions
+	// (FenceCompares).
+	fence int64
 	// ctx ends when the session is lost or the node closes; Acquire gets it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,8 +53,12 @@ func (n *Node) register(ctx context.Context, s *session) error {
 	key := brokerKey(id)
 	val := encode(brokerValue{ID: id, Host: n.cfg.Host, Port: n.cfg.Port, Rack: n.cfg.Rack, Endpoints: n.cfg.Endpoints,
 		Session: s.s.ID(), Incarnation: n.incarnation})
+	// The fence key is created with the registration, on the session:
+	// every leadership of the session compares it (FenceCompares).
+	fence := meta.Put(fenceKey(s.s.ID()), nil)
+	s.fence = 1
 	for range 5 {
-		err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key}}, meta.Put(key, val))
+		err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key}, {Key: fenceKey(s.s.ID())}}, meta.Put(key, val), fence)
 		if err == nil {
 			return nil
 		}
@@ -76,7 +84,7 @@ func (n *Node) register(ctx context.Context, s *session) error {
 			// session: its leader keys go now, and the watch shows
 			// them gone with this broker still a member, so their
 			// partitions wait for us rather than move elsewhere.
-			err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key, Version: kv.Version}}, meta.Put(key, val))
+			err := n.leaser.TxnWithSession(ctx, s.s, []meta.Compare{{Key: key, Version: kv.Version}, {Key: fenceKey(s.s.ID())}}, meta.Put(key, val), fence)
 			if errors.Is(err, meta.ErrConflict) {
 				continue
 			}
@@ -246,6 +254,7 @@ func (n *Node) fence(p *part, t *tenure) {
 	if p.held == t {
 		n.h.Release(t.tp, true)
 		p.held = nil
+		n.m.released.Inc()
 	}
 }
 

@@ -13,9 +13,20 @@ import (
 // store; every decision taken on it is checked again by a compare.
 type view struct {
 	synced  bool
+	rev     int64 // the store revision the view is at (its last event or snapshot)
 	members map[int32]member
 	leaders map[TopicPartition]leaderView
+	epochs  map[TopicPartition]epochView
+	fences  map[int64]bool // sessions whose fence key exists
 	ctrl    *controllerView
+}
+
+// epochView is an epoch key: what a claim compares and writes without
+// reading it first.
+type epochView struct {
+	epoch   int32
+	version int64
+	session int64 // that claimed epoch; 0 if unknown
 }
 
 type member struct {
@@ -37,28 +48,28 @@ type controllerView struct {
 }
 
 func newView() view {
-	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}}
+	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}, epochs: map[TopicPartition]epochView{}, fences: map[int64]bool{}}
 }
 
 // firstWatch is Start's watch: retried a while if the store is unavailable.
-func (n *Node) firstWatch(ctx context.Context) ([]meta.KV, <-chan meta.WatchEvent, error) {
+func (n *Node) firstWatch(ctx context.Context) ([]meta.KV, int64, <-chan meta.WatchEvent, error) {
 	giveUp := time.Now().Add(max(10*time.Second, 2*n.cfg.LeaseTTL))
 	bo := newBackoff(100*time.Millisecond, time.Second)
 	for {
 		// The watch lives as long as the node, not as Start's ctx.
-		snap, _, events, err := n.watcher.Watch(n.ctx, clusterPrefix)
+		snap, rev, events, err := n.watcher.Watch(n.ctx, clusterPrefix)
 		if err == nil {
-			return snap, events, nil
+			return snap, rev, events, nil
 		}
 		if !meta.IsRetriable(err) || time.Now().After(giveUp) {
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
 		d := bo.next()
 		n.log.Warn("watching the cluster: meta store unavailable; retrying", "err", err, "backoff", d)
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, 0, nil, ctx.Err()
 		}
 	}
 }
@@ -82,7 +93,7 @@ func (n *Node) watchLoop(events <-chan meta.WatchEvent) {
 			if !sleep(n.ctx, bo.next()) {
 				return
 			}
-			snap, _, ch, err := n.watcher.Watch(n.ctx, clusterPrefix)
+			snap, rev, ch, err := n.watcher.Watch(n.ctx, clusterPrefix)
 			if err != nil {
 				if n.ctx.Err() != nil {
 					return
@@ -90,7 +101,7 @@ func (n *Node) watchLoop(events <-chan meta.WatchEvent) {
 				n.log.Warn("cluster watch failed; retrying", "err", err)
 				continue
 			}
-			n.applySnapshot(snap, false)
+			n.applySnapshot(snap, rev, false)
 			events = ch
 			break
 		}
@@ -105,10 +116,19 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 			return ev.Err
 		}
 		n.mu.Lock()
+		n.view.rev = max(n.view.rev, ev.Revision)
 		if ev.Kind == meta.WatchDelete {
 			n.applyDeleteLocked(ev.Key)
 		} else {
-			n.applyPutLocked(ev.Key, ev.Value, n.now(), n.view.members, false)
+			n.applyPutLocked(ev.Key, ev.Value, ev.Version, n.now(), n.view.members, false)
+		}
+		switch {
+		case strings.HasPrefix(ev.Key, leadersPrefix):
+			if tp, ok := parseLeaderKey(ev.Key); ok {
+				n.markDirty(tp)
+			}
+		case strings.HasPrefix(ev.Key, brokersPrefix):
+			n.fullPass = true
 		}
 		n.mu.Unlock()
 		if !strings.HasPrefix(ev.Key, epochsPrefix) {
@@ -120,7 +140,7 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 }
 
 // applySnapshot replaces the view. Members seen before keep their since.
-func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
+func (n *Node) applySnapshot(kvs []meta.KV, rev int64, initial bool) {
 	n.mu.Lock()
 	now := n.now()
 	prev := n.view.members
@@ -129,16 +149,33 @@ func (n *Node) applySnapshot(kvs []meta.KV, initial bool) {
 	}
 	n.view = newView()
 	for _, kv := range kvs {
-		n.applyPutLocked(kv.Key, kv.Value, now, prev, initial)
+		n.applyPutLocked(kv.Key, kv.Value, kv.Version, now, prev, initial)
 	}
 	n.view.synced = true
+	n.view.rev = rev
+	n.fullPass = true
 	n.mu.Unlock()
 	n.notify()
 	n.kick()
 }
 
-func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[int32]member, initial bool) {
+func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.Time, prev map[int32]member, initial bool) {
 	switch {
+	case strings.HasPrefix(key, epochsPrefix):
+		tp, ok := parseEpochKey(key)
+		e, s, err := decodeEpoch(meta.KV{Key: key, Value: value})
+		if !ok || err != nil {
+			n.log.Warn("ignoring a malformed epoch key", "key", key, "value", string(value))
+			return
+		}
+		n.view.epochs[tp] = epochView{epoch: e, version: version, session: s}
+	case strings.HasPrefix(key, fencesPrefix):
+		if s, ok := parseFenceKey(key); ok {
+			n.view.fences[s] = true
+		}
+		if n.cur != nil && key == fenceKey(n.cur.s.ID()) {
+			n.cur.fence = max(n.cur.fence, version)
+		}
 	case strings.HasPrefix(key, brokersPrefix):
 		id, ok := parseBrokerKey(key)
 		var bv brokerValue
@@ -176,6 +213,14 @@ func (n *Node) applyPutLocked(key string, value []byte, now time.Time, prev map[
 
 func (n *Node) applyDeleteLocked(key string) {
 	switch {
+	case strings.HasPrefix(key, epochsPrefix):
+		if tp, ok := parseEpochKey(key); ok {
+			delete(n.view.epochs, tp)
+		}
+	case strings.HasPrefix(key, fencesPrefix):
+		if s, ok := parseFenceKey(key); ok {
+			delete(n.view.fences, s)
+		}
 	case strings.HasPrefix(key, brokersPrefix):
 		if id, ok := parseBrokerKey(key); ok {
 			delete(n.view.members, id)

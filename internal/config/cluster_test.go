@@ -102,6 +102,7 @@ func TestClusterKeysSet(t *testing.T) {
 		{"cluster.lease_ttl", "2s"},
 		{"cluster.orphan_grace", "30s"},
 		{"cluster.put_hedge", "-1s"},
+		{"cluster.read_ahead_bytes", "-1"},
 		{"s3.endpoint", "127.0.0.1:7070"},
 		{"s3.bucket", "b"},
 		{"s3.prefix", "c1/"},
@@ -118,7 +119,7 @@ func TestClusterKeysSet(t *testing.T) {
 	}
 	if !slices.Equal(c.Etcd.Endpoints, []string{"127.0.0.1:2379", "127.0.0.1:2380"}) ||
 		c.Etcd.Prefix != "/sluice-test/" || c.Cluster.LeaseTTL != 2*time.Second || c.Cluster.OrphanGrace != 30*time.Second ||
-		c.Cluster.PutHedge != -time.Second || c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
+		c.Cluster.PutHedge != -time.Second || c.Cluster.ReadAheadBytes != -1 || c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
 		t.Fatalf("after Set: etcd %+v, cluster %+v, s3 %+v", c.Etcd, c.Cluster, c.S3)
 	}
 	if err := c.Validate(); err != nil {

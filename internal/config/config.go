@@ -146,6 +146,12 @@ type Cluster struct {
 	// whatever the delay. A negative value turns hedging off: one PUT at
 	// a time, each waited for.
 	PutHedge time.Duration `yaml:"put_hedge"`
+	// ReadAheadBytes bounds how far ahead of a consumer reading a
+	// partition sequentially its data objects are loaded into the block
+	// cache, so that its next fetches find them in memory (docs/memory.md).
+	// 0: 8 MiB or an eighth of the block cache, whichever is smaller;
+	// negative: no read-ahead.
+	ReadAheadBytes int64 `yaml:"read_ahead_bytes"`
 	// InterBrokerListener names the listener brokers send each other
 	// requests through (transaction markers): PLAINTEXT when there is one
 	// and this is empty. On a SASL listener they log in as

@@ -62,14 +62,22 @@ func readFrame(r io.Reader, max int32) ([]byte, error) {
 	if err := checkSize(n, max); err != nil {
 		return nil, err
 	}
-	return readBody(r, n)
+	return readBody(r, n, nil)
 }
 
-// readBody reads a frame's n bytes into a buffer of its own that grows as
-// they arrive: frameChunk first, then doubling.
-func readBody(r io.Reader, n int32) ([]byte, error) {
-	if n <= frameChunk {
-		buf := make([]byte, n)
+// readBody reads a frame's n bytes: into a buffer from fp if it has one of
+// that size (fp may be nil), else into a new one that grows as they arrive,
+// frameChunk first, then doubling. New buffers are sized so that fp can
+// take them back (capFor).
+func readBody(r io.Reader, n int32, fp *framePool) ([]byte, error) {
+	var buf []byte
+	if fp != nil {
+		buf = fp.get(int(n))
+	}
+	if buf == nil && n <= frameChunk {
+		buf = make([]byte, n, capFor(int(n)))
+	}
+	if buf != nil {
 		if _, err := io.ReadFull(r, buf); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF // the size promised more
@@ -78,14 +86,15 @@ func readBody(r io.Reader, n int32) ([]byte, error) {
 		}
 		return buf, nil
 	}
-	buf := make([]byte, 0, frameChunk)
+	full := capFor(int(n))
+	buf = make([]byte, 0, frameChunk)
 	for int32(len(buf)) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)))
+			grown := make([]byte, len(buf), min(full, 2*cap(buf)))
 			copy(grown, buf)
 			buf = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), int(n))])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -149,6 +158,10 @@ type pending struct {
 	// reserved is the request's size, held against the server's request
 	// budget until its response is built.
 	reserved int64
+	// frame, when set, goes back to the server's framePool once the
+	// response is built: set for requests whose handlers keep nothing of
+	// their frame past that point.
+	frame []byte
 }
 
 // conn serves one client connection.
@@ -234,7 +247,8 @@ func (c *conn) serve(ctx context.Context) {
 	for {
 		// Each frame gets its own buffer: kmsg's ReadFrom keeps sub-slices
 		// (record batches) of its input, and handlers may still hold them
-		// while the next request is read, so reuse would need a copy.
+		// while the next request is read. Only a Produce frame's buffer is
+		// reused, once its response is built (framePool).
 		limit := c.srv.cfg.MaxRequestBytes
 		if c.listener.SASL != nil && c.user.Load() == nil {
 			// Before authentication only small requests (ApiVersions,
@@ -338,7 +352,7 @@ func (c *conn) readRequest(limit int32) ([]byte, error) {
 		return nil, net.ErrClosed
 	}
 	c.setPhase(phaseReading)
-	frame, err := readBody(c.br, n)
+	frame, err := readBody(c.br, n, &c.srv.frames)
 	c.setPhase(phaseBusy)
 	if err != nil {
 		c.srv.budget.release(int64(n))
@@ -384,7 +398,13 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 	rc := &reqCtx{ctx: ctx, hdr: hdr, conn: c}
 	start := time.Now()
 	complete := api.handle(rc, req)
-	return pending{hdr: hdr, start: start, complete: complete, rc: rc}, nil
+	p := pending{hdr: hdr, start: start, complete: complete, rc: rc}
+	if hdr.APIKey == int16(kmsg.Produce) {
+		// The log copies every batch before AppendAsync returns, and the
+		// answer refers to none of the request's bytes (produce.go).
+		p.frame = frame
+	}
+	return p, nil
 }
 
 // writeLoop completes pending requests in order and writes their responses.
@@ -400,6 +420,9 @@ func (c *conn) writeLoop() {
 	var buf []byte
 	for p := range c.queue {
 		buf = c.respond(&p, buf)
+		if p.frame != nil {
+			c.srv.frames.put(p.frame)
+		}
 		c.srv.budget.release(p.reserved)
 		c.inflight.Add(-1)
 		if len(c.queue) == 0 && cap(buf) > idleBufMax {

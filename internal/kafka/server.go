@@ -151,6 +151,8 @@ type Server struct {
 	perIP map[string]int // open connections by remote address
 	wg    sync.WaitGroup
 
+	// frames holds the buffers of large Produce frames for reuse.
+	frames framePool
 	// bigBufs holds response buffers over connBufMax (*[]byte), shared by
 	// all connections so that a large Fetch response reuses memory instead
 	// of growing a fresh buffer, while an idle connection keeps little.

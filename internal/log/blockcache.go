@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/objstore"
@@ -17,13 +18,20 @@ import (
 // by LRU. Besides the blocks readers load, it holds the objects this
 // engine has just written (fill), so that readers of recent data find it
 // in memory.
+//
+// Every load from the store is registered while in flight (flights), so a
+// reader missing a block that is being loaded, by read-ahead or another
+// reader, waits for that load instead of issuing its own (readahead.go).
 type blockCache struct {
-	mu    sync.Mutex
-	cap   int64
-	size  int64      // bytes kept alive by the cached blocks
-	lru   *list.List // of *cacheEntry, front = most recent
-	index map[cacheKey]*list.Element
-	m     *metrics
+	mu      sync.Mutex
+	cap     int64
+	size    int64      // bytes kept alive by the cached blocks, and reserved by loads ahead in flight
+	lru     *list.List // of *cacheEntry, front = most recent
+	index   map[cacheKey]*list.Element
+	flights map[cacheKey]*flight // blocks being loaded
+	ra      raLimits             // read-ahead's share; zero: no read-ahead
+	wg      sync.WaitGroup       // loads ahead in flight
+	m       *metrics
 }
 
 const cacheBlock = 256 << 10
@@ -45,10 +53,13 @@ type cacheKey struct {
 // buffer counts in full towards the cache's size from the first of its
 // blocks cached to the last one evicted. An entry never changes once
 // made, so it may be read without the lock.
+//
+// ahead is set while a block loaded by read-ahead has not been read yet.
 type cacheEntry struct {
-	k    cacheKey
-	data []byte
-	back *cacheBuf // nil: data is its own allocation
+	k     cacheKey
+	data  []byte
+	back  *cacheBuf // nil: data is its own allocation
+	ahead atomic.Bool
 }
 
 // cacheBuf is a buffer several cached blocks alias: obj's bytes from base
@@ -60,7 +71,8 @@ type cacheBuf struct {
 }
 
 func newBlockCache(capacity int64, m *metrics) *blockCache {
-	return &blockCache{cap: capacity, lru: list.New(), index: map[cacheKey]*list.Element{}, m: m}
+	return &blockCache{cap: capacity, lru: list.New(), index: map[cacheKey]*list.Element{},
+		flights: map[cacheKey]*flight{}, m: m}
 }
 
 // read returns n bytes of obj at off. The result may alias the cache and
@@ -116,13 +128,13 @@ func (c *blockCache) slices(ctx context.Context, st objstore.Storage, obj *objec
 		return ps, false, nil
 	}
 	first, last := off/cacheBlock, (off+int64(n)-1)/cacheBlock
-	var es []*cacheEntry
-	if n <= maxCachedRead {
-		var err error
-		if es, err = c.blocks(ctx, st, obj, first, last); err != nil {
-			return nil, false, err
-		}
-	} else if es = c.cached(obj, first, last); es == nil {
+	// A large read loads nothing, but takes what is cached or in flight
+	// if that is all of it.
+	es, err := c.blocks(ctx, st, obj, first, last, n <= maxCachedRead)
+	if err != nil {
+		return nil, false, err
+	}
+	if es == nil {
 		return ps, false, nil
 	}
 	if b := es[0].back; b != nil && len(es) > 1 {
@@ -181,67 +193,6 @@ func checkRange(obj *object, off int64, n int) error {
 	return nil
 }
 
-// cached returns blocks first..last of obj if every one is cached, else
-// nil.
-func (c *blockCache) cached(obj *object, first, last int64) []*cacheEntry {
-	es := make([]*cacheEntry, 0, last-first+1)
-	c.mu.Lock()
-	for blk := first; blk <= last; blk++ {
-		el, ok := c.index[cacheKey{obj.key, blk}]
-		if !ok {
-			c.mu.Unlock()
-			return nil
-		}
-		es = append(es, el.Value.(*cacheEntry))
-	}
-	for blk := first; blk <= last; blk++ {
-		c.lru.MoveToFront(c.index[cacheKey{obj.key, blk}])
-	}
-	c.mu.Unlock()
-	c.m.cacheHits.Add(float64(len(es)))
-	return es
-}
-
-// blocks returns blocks first..last of obj, loading the missing ones into
-// the cache: each run of consecutive missing blocks with one read.
-func (c *blockCache) blocks(ctx context.Context, st objstore.Storage, obj *object, first, last int64) ([]*cacheEntry, error) {
-	es := make([]*cacheEntry, last-first+1)
-	missing := 0
-	c.mu.Lock()
-	for i := range es {
-		if el, ok := c.index[cacheKey{obj.key, first + int64(i)}]; ok {
-			c.lru.MoveToFront(el)
-			es[i] = el.Value.(*cacheEntry)
-		} else {
-			missing++
-		}
-	}
-	c.mu.Unlock()
-	c.m.cacheHits.Add(float64(len(es) - missing))
-	if missing == 0 {
-		return es, nil
-	}
-	c.m.cacheMisses.Add(float64(missing))
-	for i := 0; i < len(es); {
-		if es[i] != nil {
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(es) && es[j] == nil {
-			j++
-		}
-		off := (first + int64(i)) * cacheBlock
-		buf := make([]byte, min((first+int64(j))*cacheBlock, obj.size)-off)
-		if err := c.load(ctx, st, obj, buf, off); err != nil {
-			return nil, err
-		}
-		c.insert(obj, first+int64(i), buf, es[i:j])
-		i = j
-	}
-	return es, nil
-}
-
 // fill caches body, all of obj, which this engine has just written, unless
 // it would take more than a quarter of the cache. The blocks alias body,
 // which must not be modified afterwards.
@@ -256,12 +207,19 @@ func (c *blockCache) fill(obj *object, body []byte) {
 // nil) each block's entry: buf's, or the one a concurrent reader cached
 // first.
 func (c *blockCache) insert(obj *object, first int64, buf []byte, out []*cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.insertLocked(obj, first, buf, out, true, false)
+}
+
+// insertLocked is insert with c.mu held. With index=false the entries are
+// made for out but not cached (their object was deleted meanwhile); with
+// ahead, new entries are marked as loaded ahead and unread.
+func (c *blockCache) insertLocked(obj *object, first int64, buf []byte, out []*cacheEntry, index, ahead bool) {
 	var back *cacheBuf
 	if len(buf) > cacheBlock {
 		back = &cacheBuf{data: buf, base: first * cacheBlock}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i := 0; i*cacheBlock < len(buf); i++ {
 		k := cacheKey{obj.key, first + int64(i)}
 		end := min((i+1)*cacheBlock, len(buf))
@@ -270,21 +228,33 @@ func (c *blockCache) insert(obj *object, first int64, buf []byte, out []*cacheEn
 			ce = el.Value.(*cacheEntry)
 		} else {
 			ce = &cacheEntry{k: k, data: buf[i*cacheBlock : end : end], back: back}
-			c.index[k] = c.lru.PushFront(ce)
-			switch {
-			case back == nil:
-				c.size += int64(len(ce.data))
-			case back.refs == 0:
-				c.size += int64(len(back.data))
-			}
-			if back != nil {
-				back.refs++
+			if index {
+				c.index[k] = c.lru.PushFront(ce)
+				switch {
+				case back == nil:
+					c.size += int64(len(ce.data))
+				case back.refs == 0:
+					c.size += int64(len(back.data))
+				}
+				if back != nil {
+					back.refs++
+				}
+				if ahead {
+					ce.ahead.Store(true)
+					c.ra.unread += int64(len(ce.data))
+				}
 			}
 		}
 		if out != nil {
 			out[i] = ce
 		}
 	}
+	c.evictLocked()
+}
+
+// evictLocked evicts the least recent blocks until the cache is within its
+// capacity.
+func (c *blockCache) evictLocked() {
 	for c.size > c.cap && c.lru.Len() > 0 {
 		c.removeLocked(c.lru.Back())
 	}
@@ -294,6 +264,10 @@ func (c *blockCache) removeLocked(el *list.Element) {
 	ce := el.Value.(*cacheEntry)
 	c.lru.Remove(el)
 	delete(c.index, ce.k)
+	if ce.ahead.CompareAndSwap(true, false) {
+		c.ra.unread -= int64(len(ce.data))
+		c.m.raUnused.Inc()
+	}
 	switch {
 	case ce.back == nil:
 		c.size -= int64(len(ce.data))
@@ -315,13 +289,21 @@ func (c *blockCache) load(ctx context.Context, st objstore.Storage, obj *object,
 	return nil
 }
 
-// drop forgets every block of obj.
+// drop forgets every block of obj, and cancels its loads ahead in flight:
+// nothing they load is cached.
 func (c *blockCache) drop(obj *object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for blk := int64(0); blk*cacheBlock < obj.size; blk++ {
-		if el, ok := c.index[cacheKey{obj.key, blk}]; ok {
+		k := cacheKey{obj.key, blk}
+		if el, ok := c.index[k]; ok {
 			c.removeLocked(el)
+		}
+		if f := c.flights[k]; f != nil {
+			f.dropped = true
+			if f.ahead {
+				f.cancel()
+			}
 		}
 	}
 }

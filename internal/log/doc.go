@@ -22,7 +22,9 @@
 //
 // Lock order (outer first): Engine.adminMu, Engine.mergeMu, Engine.mu,
 // Engine.rewriteMu, Partition.mu, Engine.objMu, wal.Writer.mu;
-// Partition.hwMu and the block cache lock are leaves. mergeMu serializes
+// Partition.hwMu and the block cache lock are leaves; a partition's
+// read-ahead lock (partCold.ra.mu) is released before the block cache's is
+// taken. mergeMu serializes
 // merges of small extents; rewriteMu is held by a merge or compaction from
 // checking its inputs are current until they are swapped out. The WAL
 // writer goroutine calls back into partitions (advanceHW) holding no lock. Partition.producers and the cold state's txns are
@@ -33,7 +35,8 @@
 //
 // Layout: engine.go (Open/Close, config), topics.go (topic admin),
 // partition.go (append, HW, waits), read.go (reads, object access),
-// blockcache.go (the object block cache),
+// blockcache.go (the object block cache), readahead.go (cluster mode:
+// loading ahead of sequential readers, single-flight loads),
 // roll.go (WAL -> objects: adopt the file on a local store, else build),
 // backpressure.go (the roll queue slowing the WAL writer down),
 // recover.go (startup), merge.go (single node: merging small extents;

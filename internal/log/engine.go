@@ -267,7 +267,7 @@ func (c *Config) fill() {
 	if c.Shared != nil {
 		sc := *c.Shared
 		if sc.MaxPartitionsPerObject <= 0 {
-			sc.MaxPartitionsPerObject = meta.MaxTxnOps / 2
+			sc.MaxPartitionsPerObject = DefaultMaxPartitionsPerObject
 		}
 		if sc.FlushPipeline <= 0 {
 			sc.FlushPipeline = 8
@@ -277,6 +277,9 @@ func (c *Config) fill() {
 		}
 		if sc.SnapshotBytes <= 0 {
 			sc.SnapshotBytes = 4 << 20
+		}
+		if sc.SnapshotBudget <= 0 {
+			sc.SnapshotBudget = 1024
 		}
 		if sc.OrphanGrace <= 0 {
 			sc.OrphanGrace = time.Hour
@@ -355,16 +358,19 @@ type Engine struct {
 	snapMu        sync.Mutex // guards prodDirty and rolled producer state in shared mode
 	snapWriteMu   sync.Mutex // serializes producer snapshot writes
 	snapKick      chan struct{}
+	snapQueue     snapQueue    // hand-off snapshots (sharedsnap.go)
 	replayBytes   atomic.Int64 // bytes Acquire read to rebuild producer state
 	replayExtents atomic.Int64 // extents it read them from
 	regCh         chan *regJob
-	putTimes      *putTimes // cluster mode: recent PUT times, for hedging
+	putTimes      *putTimes     // cluster mode: recent PUT times, for hedging
+	metaBatch     *meta.Batcher // cluster mode: per-partition Txns, merged (sharedfence.go)
 
 	onTopicDeleted atomic.Pointer[func(name string)] // OnTopicDeleted
 	regDone        chan struct{}
 	listMu         sync.Mutex
-	listNext       *objectList // the listing callers wait for next
-	listRunning    bool        // runListings is running
+	listNext       *objectList  // the listing callers wait for next
+	listRunning    bool         // runListings is running
+	recIdx         *recordIndex // the object records listed (sharedlist.go)
 }
 
 // Open loads topics and the object index from md, deletes orphaned objects,
@@ -389,6 +395,9 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		snapKick: make(chan struct{}, 1), mm: newMergeMetrics(reg), mergeBad: map[*extent]bool{}}
 	e.cleanerBackoff.Store(int64(cfg.CleanerBackoff))
 	e.cache = newBlockCache(cfg.BlockCacheBytes, e.m)
+	if cfg.Shared != nil {
+		e.cache.setReadAhead(cfg.Shared.ReadAheadBytes)
+	}
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
 	registerDecompressMetrics(reg, e.dec)
 	registerGCMetrics(reg, e)
@@ -439,6 +448,7 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	if cfg.Shared != nil {
 		e.putTimes = newPutTimes(cfg.Shared.PutHedge)
+		e.metaBatch = meta.NewBatcher(md)
 		wo.SinkAsync = e.flushSharedAsync
 		wo.SinkInFlight = cfg.Shared.FlushPipeline
 		wo.OnDurable = nil // registerObject advances each registered partition itself
@@ -497,6 +507,7 @@ func (e *Engine) Close() error {
 	}
 	e.cancel()
 	e.bg.Wait()
+	e.cache.close()
 	if !e.shared() {
 		err = e.wal.Close()
 	}
@@ -565,5 +576,6 @@ func (e *Engine) halt() {
 	}
 	e.cancel()
 	e.bg.Wait()
+	e.cache.close()
 	e.wal.Kill()
 }

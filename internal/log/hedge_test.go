@@ -114,7 +114,7 @@ func TestSharedPutOverlaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testEventually(t, func() bool { return len(gs.putKeys()) == 3 }) // the second group's PUT, alongside
+	testEventually(t, func() bool { return len(gs.putKeys()) >= 3 }) // the second group's PUT (and maybe its hedge), alongside
 	time.Sleep(50 * time.Millisecond)                                // registration had its chance to misorder
 	if hw := ps[0].HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d while the first group's PUT hangs, want 0", hw)

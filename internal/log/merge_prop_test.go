@@ -29,20 +29,29 @@ func TestMergeEvacuatesSparseObjects(t *testing.T) {
 		}
 		f.rolls(1)
 	}
+	// Old enough to be emptied: other data rolls on.
+	small := f.topics
+	f.topics = []string{"other"}
+	if _, err := f.e.CreateTopic(bg, "other", f.parts, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.rolls(mergeSparseAge * defaultMergeFanIn)
+	f.topics = small
 	before := f.views()
-	segments := func() int {
-		n := 0
+	// The segments holding the big partition's data.
+	segments := func() []string {
+		var keys []string
 		f.e.objMu.Lock()
 		for _, o := range f.e.objects {
-			if o.wal {
-				n++
+			if o.wal && o.size > 1<<20 {
+				keys = append(keys, o.key)
 			}
 		}
 		f.e.objMu.Unlock()
-		return n
+		return keys
 	}
-	if n := segments(); n != 3 {
-		t.Fatalf("%d adopted segments, want 3", n)
+	if n := len(segments()); n != 3 {
+		t.Fatalf("%d segments with the big partition's data, want 3", n)
 	}
 	if _, err := big.DeleteRecords(bg, -1); err != nil {
 		t.Fatal(err)
@@ -50,8 +59,8 @@ func TestMergeEvacuatesSparseObjects(t *testing.T) {
 	f.merge()
 	f.same(before)
 	f.noLeaks()
-	if n := segments(); n != 0 {
-		t.Fatalf("%d adopted segments left", n)
+	if left := segments(); len(left) != 0 {
+		t.Fatalf("segments %v left: they were not emptied", left)
 	}
 	f.e = f.v.restart(f.e)
 	f.same(before)
@@ -195,4 +204,34 @@ func TestReadDoesNotPinBlocks(t *testing.T) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// TestMergeWithoutMapping: a store that cannot map objects (S3, or any
+// wrapper) is read through the window, with the same result.
+func TestMergeWithoutMapping(t *testing.T) {
+	f := &mergeFixture{t: t, v: newEnv(t), topics: []string{"a", "b"}, parts: 30, rng: rand.New(rand.NewPCG(3, 4))}
+	f.v.cfg = noMerge
+	f.v.openBackends()
+	f.v.store = &failingStore{Storage: f.v.store} // no Map
+	f.e = f.v.open()
+	for _, n := range f.topics {
+		if _, err := f.e.CreateTopic(bg, n, f.parts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.ts = f.v.clk.Now().UnixMilli()
+	f.rolls(20)
+	before := f.views()
+	f.set(defaultMergeFanIn, nil)
+	f.merge()
+	f.same(before)
+	if counterValue(f.e.mm.merges) == 0 || counterValue(f.e.mm.readBytes) == 0 {
+		t.Fatal("nothing merged")
+	}
+	f.rolls(20)
+	f.merge()
+	before = f.views()
+	f.e = f.v.restart(f.e) // on a plain store: mapped from here on
+	f.same(before)
+	f.noLeaks()
 }

@@ -571,3 +571,57 @@ func mergePolicyFloor(k int) float64 {
 	x.Size = mergeFloorBytes
 	return pol.level(x)
 }
+
+// TestMergePlan: which runs the policy picks, case by case.
+func TestMergePlan(t *testing.T) {
+	wal, built := &object{wal: true}, &object{}
+	type ext struct {
+		size int64
+		ts   int64
+		obj  *object
+	}
+	mk := func(es ...ext) []*extent {
+		xs := make([]*extent, len(es))
+		for i, e := range es {
+			xs[i] = &extent{obj: e.obj}
+			xs[i].Size, xs[i].MaxTS = e.size, e.ts
+			if e.obj == nil {
+				xs[i].obj = wal
+			}
+			if e.ts == 0 {
+				xs[i].MaxTS = int64(i) * 1000
+			}
+		}
+		return xs
+	}
+	rep := func(n int, e ext) []ext { return slices.Repeat([]ext{e}, n) }
+	cat := func(ess ...[]ext) []ext { return slices.Concat(ess...) }
+	tiny, small, mid := ext{size: 600}, ext{size: 5 << 10}, ext{size: 40 << 10}
+	big := ext{size: 16 << 20}
+	for _, tc := range []struct {
+		name    string
+		xs      []ext
+		maxSpan int64
+		want    []span
+	}{
+		{"fewer than fan-in wait", rep(7, tiny), 0, nil},
+		{"fan-in of one level", rep(8, tiny), 0, []span{{0, 8}}},
+		{"two groups of the level", rep(17, tiny), 0, []span{{0, 8}, {8, 16}}},
+		{"large extents split the list", cat(rep(4, tiny), []ext{big}, rep(8, tiny)), 0, []span{{5, 13}}},
+		{"each level on its own", cat([]ext{mid}, rep(8, small), rep(7, tiny)), 0, []span{{1, 9}}},
+		{"a smaller one between is taken along", cat(rep(3, small), []ext{tiny}, rep(4, small), rep(3, tiny)), 0, []span{{0, 8}}},
+		{"too large together: fewer", rep(8, ext{size: 3 << 20}), 0, []span{{0, 5}}},
+		{"span too long: fewer", rep(8, tiny), 3500, []span{{0, 4}}},
+		{"span measured from the extent before", rep(16, tiny), 3500, []span{{0, 4}, {4, 7}, {7, 10}}},
+		{"merged oldest stays under a span limit", cat([]ext{{size: 600, obj: built}}, rep(8, tiny)), 1e9, []span{{1, 9}}},
+		{"merged oldest merges without one", cat([]ext{{size: 600, obj: built}}, rep(7, tiny)), 0, []span{{0, 8}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := mergePolicy{fanIn: 8, floor: mergePolicyFloor(8), maxBytes: 16 << 20, maxSpan: tc.maxSpan}
+			got := pol.plan(mk(tc.xs...), nil)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("plan %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -34,6 +34,9 @@ func (e *Engine) mergePack(ctx context.Context, runs []*packRun, buf *mergeBuffe
 		return 0, nil
 	}
 	body, exts, err := e.buildMerged(ctx, runs, buf)
+	if err == errMergeStale {
+		return 0, nil // an input was released meanwhile; the next plan sees it
+	}
 	var bad *errMergeInput
 	if errors.As(err, &bad) {
 		e.log.Warn("leaving an extent out of merges: its data does not match its record",
@@ -112,6 +115,39 @@ func (e *Engine) mergePack(ctx context.Context, runs []*packRun, buf *mergeBuffe
 	e.mm.bytes.Add(float64(merged))
 	e.mm.extents.Add(float64(delta))
 	return len(keep), nil
+}
+
+// errMergeStale: an input object was released since the runs were
+// checked.
+var errMergeStale = errors.New("log: merge input released")
+
+// pinObjects takes a reference on every object (so none is collected
+// while a merge reads it), unless one has none left: then it takes
+// nothing and returns false.
+func (e *Engine) pinObjects(objs []*object) bool {
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	for _, o := range objs {
+		if o.live <= 0 {
+			return false
+		}
+	}
+	for _, o := range objs {
+		o.live++
+	}
+	return true
+}
+
+// unpinObjects drops pinObjects' references, queueing objects left with
+// none for collection as releaseExtents does.
+func (e *Engine) unpinObjects(objs []*object) {
+	e.objMu.Lock()
+	defer e.objMu.Unlock()
+	for _, o := range objs {
+		if o.live--; o.live == 0 {
+			e.unlinked = append(e.unlinked, o)
+		}
+	}
 }
 
 // mergeHookAt lets tests stop a merge at a stage as a crash would.

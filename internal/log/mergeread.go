@@ -10,16 +10,19 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/log/segment"
+	"github.com/sluice-mq/sluice/internal/objstore"
 )
 
 // Building a merge object. Its data is laid out before a byte is read:
 // runs in order, each run's input extents back to back (an extent's Size
 // is exactly its batches' bytes, whether it is a byte range of a built
 // object or batches scattered through an adopted WAL segment). The inputs
-// are then read object by object in position order through one window,
-// so the small batches of thousands of partitions interleaved in a WAL
-// segment cost a few large sequential reads, not one read each, and the
-// block cache that serves consumers is left alone. Last, each run's bytes
+// are then read object by object in position order, through a mapping of
+// the object where the store has one (local files: the page cache is read
+// in place) and else through one window, so the small batches of
+// thousands of partitions interleaved in a WAL segment cost a few large
+// sequential reads, not one read each, and the block cache that serves
+// consumers is left alone. Last, each run's bytes
 // are indexed (segment.IndexData) and the footer appended: the object is
 // the one segment.Builder would make from the same batches.
 
@@ -90,6 +93,12 @@ func (e *Engine) buildMerged(ctx context.Context, runs []*packRun, buf *mergeBuf
 	for i, o := range buf.objs {
 		num[o] = int32(i)
 	}
+	// Pinned, no input object is collected (deleted, or cut short, which
+	// would make reading it through a mapping fatal) while it is read.
+	if !e.pinObjects(buf.objs) {
+		return nil, nil, errMergeStale
+	}
+	defer e.unpinObjects(buf.objs)
 
 	ins, reqs := buf.ins[:0], buf.reqs[:0]
 	defer func() { clear(buf.ins) }() // no extents kept alive by the buffer
@@ -115,15 +124,19 @@ func (e *Engine) buildMerged(ctx context.Context, runs []*packRun, buf *mergeBuf
 	if size > math.MaxUint32 {
 		return nil, nil, fmt.Errorf("%w: merge of %d bytes", ErrStorage, size)
 	}
-	if buf.window == nil {
-		buf.window = make([]byte, mergeWindow)
-	}
 	total := size + segment.FooterSize(size, len(runs), 0)
 	if int64(cap(buf.data)) < total {
 		buf.data = make([]byte, 0, total)
 	}
 	data := buf.data[:size]
-	g := gatherer{e: e, buf: buf.window}
+	g := gatherer{e: e}
+	if g.mapper, _ = e.store.(objstore.Mapper); g.mapper == nil {
+		if buf.window == nil {
+			buf.window = make([]byte, mergeWindow)
+		}
+		g.buf = buf.window
+	}
+	defer g.unmap()
 
 	// The indexes of WAL extents first: they say where the batches are.
 	if idxBytes > 0 {
@@ -220,6 +233,44 @@ type gatherer struct {
 	n     int64
 	read  int64
 	ahead int64 // how far the requests that follow the current one go
+	// With a store that maps objects (local files), each input object is
+	// read in place through a mapping instead of the window.
+	mapper objstore.Mapper
+	mobj   *object
+	m      []byte
+	unmapm func()
+}
+
+// mapObject maps obj if the store can; reads of it then use the mapping.
+func (g *gatherer) mapObject(ctx context.Context, obj *object) error {
+	g.unmap()
+	if g.mapper == nil {
+		return nil
+	}
+	m, unmap, err := g.mapper.Map(ctx, obj.key)
+	if err != nil {
+		return err
+	}
+	g.mobj, g.m, g.unmapm = obj, m, unmap
+	return nil
+}
+
+func (g *gatherer) unmap() {
+	if g.unmapm != nil {
+		g.unmapm()
+	}
+	g.mobj, g.m, g.unmapm = nil, nil, nil
+}
+
+// mapped returns obj[pos:pos+n] from the mapping, if obj is mapped.
+func (g *gatherer) mapped(obj *object, pos, n int64) ([]byte, bool, error) {
+	if g.mobj != obj {
+		return nil, false, nil
+	}
+	if pos < 0 || n < 0 || pos+n > int64(len(g.m)) || pos+n > obj.size {
+		return nil, true, fmt.Errorf("%w: read [%d,+%d) of %s (%d bytes)", ErrCorruptMessage, pos, n, obj.key, obj.size)
+	}
+	return g.m[pos : pos+n : pos+n], true, nil
 }
 
 // gather calls fn for every request, object by object (oldest first) and
@@ -247,9 +298,19 @@ func (g *gatherer) gather(ctx context.Context, buf *mergeBuffers, reqs []mergeRe
 	buf.keys = keys
 	reach := slices.Grow(buf.reach[:0], len(reqs))[:len(reqs)]
 	buf.reach = reach
-	for o := range buf.objs {
+	for o, obj := range buf.objs {
 		ks, rs := keys[start[o]:start[o+1]], reach[start[o]:start[o+1]]
+		if len(ks) == 0 {
+			continue
+		}
 		slices.Sort(ks)
+		if err := g.mapObject(ctx, obj); err != nil {
+			return err
+		}
+		if g.mobj == obj {
+			last := &reqs[ks[len(ks)-1]&reqMax]
+			g.read += min(last.pos+last.size, obj.size) - int64(ks[0]>>reqBits) // the span paged in
+		}
 		// rs[i]: how far past its position the reads that follow request
 		// i closely go, within one window.
 		for i := len(ks) - 1; i >= 0; i-- {
@@ -260,7 +321,7 @@ func (g *gatherer) gather(ctx context.Context, buf *mergeBuffers, reqs []mergeRe
 					end = max(end, np+rs[i+1])
 				}
 			}
-			rs[i] = min(end-q.pos, int64(len(g.buf)))
+			rs[i] = min(end-q.pos, mergeWindow)
 		}
 		for i, k := range ks {
 			if i%1024 == 0 {
@@ -284,6 +345,9 @@ func (g *gatherer) gather(ctx context.Context, buf *mergeBuffers, reqs []mergeRe
 // refilling it from pos, as far ahead as the requests that follow go, if
 // it does not hold them.
 func (g *gatherer) get(ctx context.Context, obj *object, pos, n int64) ([]byte, error) {
+	if b, ok, err := g.mapped(obj, pos, n); ok {
+		return b, err
+	}
 	if g.obj == obj && pos >= g.start && pos+n <= g.start+g.n {
 		return g.buf[pos-g.start : pos-g.start+n], nil
 	}
@@ -304,6 +368,10 @@ func (g *gatherer) get(ctx context.Context, obj *object, pos, n int64) ([]byte, 
 // piece straight into place.
 func (g *gatherer) copyTo(ctx context.Context, obj *object, pos int64, dst []byte) error {
 	n := int64(len(dst))
+	if b, ok, err := g.mapped(obj, pos, n); ok {
+		copy(dst, b)
+		return err
+	}
 	if n <= int64(len(g.buf))/2 || g.obj == obj && pos >= g.start && pos+n <= g.start+g.n {
 		b, err := g.get(ctx, obj, pos, n)
 		if err != nil {

@@ -27,6 +27,14 @@ type metrics struct {
 	objectRead    prometheus.Counter
 	duplicates    prometheus.Counter
 
+	// Read-ahead and loads in flight (readahead.go).
+	cacheWaits      prometheus.Counter
+	raBytes         prometheus.Counter
+	raHits          prometheus.Counter
+	raUnused        prometheus.Counter
+	raSkipped       prometheus.Counter
+	raInFlightBytes prometheus.Gauge
+
 	// The roll queue (backpressure.go).
 	rollBytesPending prometheus.Gauge
 	rollSeconds      prometheus.Histogram
@@ -44,6 +52,7 @@ type metrics struct {
 	sharedGroupSeconds     prometheus.Histogram
 	sharedRegisterTxns     prometheus.Counter
 	sharedRegistered       prometheus.Counter
+	sharedStored           prometheus.Counter
 	sharedPutHedges        prometheus.Counter
 	sharedPutHedgesSkipped prometheus.Counter
 }
@@ -94,6 +103,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		objectRead: c("object_read_bytes_total", "Bytes read from data objects in the object store (block cache misses and reads too large for the cache)."),
 		duplicates: c("producer_duplicate_batches_total", "Idempotent producer batches answered as duplicates, not appended again."),
 
+		cacheWaits: c("block_cache_waits_total",
+			"Object block cache misses served by a load already in flight (read-ahead's or another reader's), waited for instead of read again."),
+		raBytes: c("read_ahead_bytes_total", "Cluster mode: bytes of data objects loaded into the block cache ahead of sequential readers."),
+		raHits:  c("read_ahead_hits_total", "Cluster mode: blocks loaded ahead that a reader then read (or waited for)."),
+		raUnused: c("read_ahead_unused_total",
+			"Cluster mode: blocks loaded ahead that left the block cache unread (evicted, or their object deleted), and loads ahead that failed or were cancelled."),
+		raSkipped: c("read_ahead_skipped_total",
+			"Cluster mode: loads ahead not started because read-ahead's share of the block cache (in flight, or loaded and unread) or its concurrent reads were at their limit."),
+		raInFlightBytes: gauge("read_ahead_in_flight_bytes", "Cluster mode: bytes being loaded ahead of sequential readers now."),
+
 		rollBytesPending: gauge("wal_bytes_pending", "Bytes of the closed WAL segments not yet rolled into objects."),
 		rollSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",
 			Name: "wal_roll_seconds", Help: "Time to roll one closed WAL segment into objects, retries included.",
@@ -116,6 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Cluster mode: time from a group commit being handed to the object store until it is registered (what acks=all waits for after the group closes)."),
 		sharedRegisterTxns:     c("cluster_flush_register_txns_total", "Cluster mode: metadata transactions that registered flush objects."),
 		sharedRegistered:       c("cluster_flush_objects_registered_total", "Cluster mode: flush objects registered (several per transaction when groups queue)."),
+		sharedStored:           c("cluster_flush_objects_stored_total", "Cluster mode: flush objects stored in the object store (registered next)."),
 		sharedPutHedges:        c("cluster_flush_put_hedges_total", "Cluster mode: flush PUTs raced by a second identical PUT after running longer than the hedge delay."),
 		sharedPutHedgesSkipped: c("cluster_flush_put_hedges_skipped_total", "Cluster mode: flush PUTs that ran longer than the hedge delay but were not raced, the hedge budget (5% of PUTs) being spent."),
 	}
@@ -124,7 +144,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.fsyncSeconds, m.rolls, m.rollPending, m.rollStalls,
 			m.rollBytesPending, m.rollSeconds, m.walDelays, m.walDelaySeconds,
 			m.compactionDue, m.compactionPassSeconds, m.retentionPassSeconds, m.gcPassSeconds, m.objects, m.objectBytes, m.objectsFreed, m.compactions, m.cacheHits, m.cacheMisses, m.objectReads, m.objectRead, m.duplicates,
-			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedPutHedges, m.sharedPutHedgesSkipped)
+			m.cacheWaits, m.raBytes, m.raHits, m.raUnused, m.raSkipped, m.raInFlightBytes,
+			m.sharedPutSeconds, m.sharedRegisterSeconds, m.sharedGroupSeconds, m.sharedRegisterTxns, m.sharedRegistered, m.sharedStored, m.sharedPutHedges, m.sharedPutHedgesSkipped)
 	}
 	return m
 }
@@ -191,7 +212,7 @@ func newMergeMetrics(reg prometheus.Registerer) *mergeMetrics {
 		merges:    c("merges_total", "Merged objects written by the merge of small extents."),
 		inputs:    c("merge_input_extents_total", "Extents merged away (replaced by merged ones)."),
 		bytes:     c("merge_bytes_total", "Batch bytes rewritten by the merge of small extents."),
-		readBytes: c("merge_read_bytes_total", "Bytes the merge of small extents read from objects."),
+		readBytes: c("merge_read_bytes_total", "Bytes of objects the merge of small extents read (of objects it maps, the spans it looked into)."),
 		seconds:   c("merge_seconds_total", "Time spent merging small extents (working, not pacing)."),
 	}
 	if reg != nil {

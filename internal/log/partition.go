@@ -79,6 +79,9 @@ type partCold struct {
 	rolledTxns txnState
 	// epochs is the leader epoch history (cluster mode), guarded by mu.
 	epochs []epochEntry
+	// ra is the read-ahead state (readahead.go; cluster mode, once read
+	// from the objects), under its own lock.
+	ra atomic.Pointer[raState]
 }
 
 // noCold is what a partition without cold state reads. Never written.
@@ -476,6 +479,7 @@ func (p *Partition) drop() {
 	}
 	p.tail = nil
 	p.mu.Unlock()
+	p.stopReadAhead()
 	p.e.tailBytes.Add(-owned)
 	p.e.releaseExtents(exts)
 	p.wake(true)

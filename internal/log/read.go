@@ -69,7 +69,7 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int32, minO
 		if err != nil || exts == nil {
 			return r, err
 		}
-		data, found, err := p.e.readExtents(ctx, exts, offset, maxBytes, minOneBatch)
+		data, found, end, err := p.e.readExtents(ctx, exts, offset, maxBytes, minOneBatch)
 		if errors.Is(err, objstore.ErrNotFound) && attempt < 2 {
 			continue // compaction or retention swapped the object out underneath us
 		}
@@ -77,6 +77,7 @@ func (p *Partition) read(ctx context.Context, offset int64, maxBytes int32, minO
 			return ReadResult{}, fmt.Errorf("%w: read %s-%d@%d: %v", ErrStorage, p.t.name, p.id, offset, err)
 		}
 		if found {
+			p.readAhead(exts, offset, maxBytes, end, len(data))
 			// Rolled data is below the high watermark, not necessarily
 			// below the last stable offset.
 			r.Records = clipBatches(data, bound)
@@ -145,17 +146,27 @@ func (p *Partition) readTailLocked(offset int64, maxBytes int32, minOne bool, hw
 	return out
 }
 
+// readEnd is where a read from the extents ended: in exts[i] at relative
+// position rel, the next offset to read being next. i < 0: nowhere read
+// ahead from (nothing read, or an adopted WAL segment).
+type readEnd struct {
+	i    int
+	rel  int64
+	next int64
+}
+
 // readExtents reads from the first extent holding a batch at or after
 // offset, and on into the extents after it while maxBytes allows: in
 // cluster mode an extent is often one group commit's worth, far less than
 // a fetch takes. Extents of adopted WAL segments are read one at a time.
-func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, error) {
+func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, maxBytes int32, minOne bool) ([]byte, bool, readEnd, error) {
 	type span struct {
 		x          *extent
 		start, end int64
 	}
 	var spans []span
 	found, total := false, int64(0)
+	re := readEnd{i: -1}
 	for i := sort.Search(len(exts), func(i int) bool { return exts[i].Last >= offset }); i < len(exts); i++ {
 		x := exts[i]
 		if x.obj.wal {
@@ -164,13 +175,13 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 			}
 			data, ok, err := e.readWALExtent(ctx, x, offset, maxBytes, minOne)
 			if err != nil || ok {
-				return data, ok, err
+				return data, ok, readEnd{i: -1}, err
 			}
 			continue
 		}
-		start, end, ok, err := e.extentSpan(ctx, x, offset, int64(maxBytes)-total, minOne && !found)
+		start, end, next, ok, err := e.extentSpan(ctx, x, offset, int64(maxBytes)-total, minOne && !found)
 		if err != nil {
-			return nil, false, err
+			return nil, false, re, err
 		}
 		if !ok {
 			continue // compacted away at and after offset
@@ -179,6 +190,7 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 		if end > start {
 			spans = append(spans, span{x, start, end})
 			total += end - start
+			re = readEnd{i: i, rel: end, next: next}
 		}
 		if end < x.Size || total >= int64(maxBytes) {
 			break // the next batch does not fit
@@ -186,7 +198,7 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 		offset = x.Last + 1
 	}
 	if len(spans) == 0 {
-		return nil, found, nil
+		return nil, found, readEnd{i: -1}, nil
 	}
 	// One span in the cache is returned as it lies there; anything else is
 	// gathered into one new buffer.
@@ -196,17 +208,17 @@ func (e *Engine) readExtents(ctx context.Context, exts []*extent, offset int64, 
 		var err error
 		off, n := sp.x.Pos+sp.start, int(sp.end-sp.start)
 		if ps, ok, err = e.cache.slices(ctx, e.store, sp.x.obj, off, n, ps); err != nil {
-			return nil, false, err
+			return nil, false, re, err
 		}
 		if !ok {
 			buf := make([]byte, n)
 			if err := e.cache.load(ctx, e.store, sp.x.obj, buf, off); err != nil {
-				return nil, false, err
+				return nil, false, re, err
 			}
 			ps = append(ps, buf)
 		}
 	}
-	return handOut(ps), true, nil
+	return handOut(ps), true, re, nil
 }
 
 // smallExtent: extents up to this size are scanned from their start rather
@@ -216,8 +228,8 @@ const smallExtent = 64 << 10
 // seekExtent returns the relative position of the last indexed batch with
 // base offset <= offset (0 without an index).
 func (e *Engine) seekExtent(ctx context.Context, x *extent, offset int64) (int64, error) {
-	if x.Size <= smallExtent || x.IndexCount <= 1 {
-		return 0, nil
+	if x.Size <= smallExtent || x.IndexCount <= 1 || offset <= x.Base {
+		return 0, nil // a read from the start needs no index
 	}
 	idx, err := e.loadIndex(ctx, x)
 	if err != nil {
@@ -267,17 +279,18 @@ func (e *Engine) batchHeader(ctx context.Context, x *extent, rel int64) (base, l
 
 // extentSpan finds the batches of x (not of an adopted WAL segment) to
 // read from offset on within maxBytes (at least one with minOne): the
-// relative range [start, end), empty when the first does not fit;
-// found=false when x holds no batch at or after offset.
-func (e *Engine) extentSpan(ctx context.Context, x *extent, offset, maxBytes int64, minOne bool) (start, end int64, found bool, err error) {
+// relative range [start, end), empty when the first does not fit, and the
+// offset after its last batch; found=false when x holds no batch at or
+// after offset.
+func (e *Engine) extentSpan(ctx context.Context, x *extent, offset, maxBytes int64, minOne bool) (start, end, next int64, found bool, err error) {
 	rel, err := e.seekExtent(ctx, x, offset)
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, 0, false, err
 	}
 	for rel < x.Size {
 		_, last, _, size, err := e.batchHeader(ctx, x, rel)
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, 0, false, err
 		}
 		if last >= offset {
 			break
@@ -285,20 +298,21 @@ func (e *Engine) extentSpan(ctx context.Context, x *extent, offset, maxBytes int
 		rel += size
 	}
 	if rel >= x.Size {
-		return 0, 0, false, nil
+		return 0, 0, 0, false, nil
 	}
-	start, end = rel, rel
+	start, end, next = rel, rel, offset
 	for end < x.Size {
-		_, _, _, size, err := e.batchHeader(ctx, x, end)
+		_, last, _, size, err := e.batchHeader(ctx, x, end)
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, 0, false, err
 		}
 		if end-start+size > maxBytes && !(end == start && minOne) {
 			break
 		}
 		end += size
+		next = last + 1
 	}
-	return start, end, true, nil
+	return start, end, next, true, nil
 }
 
 // walBatch reads the header of batch j of an extent of an adopted WAL

@@ -43,6 +43,13 @@ type SharedConfig struct {
 	// the partition at epoch (the one it acquired); ok=false if it does
 	// not lead it.
 	Fence func(topic string, partition int32) (cmps []meta.Compare, epoch int32, ok bool)
+	// ListFloor, if set, returns a meta revision such that a listing of
+	// the object records read at or after it shows every record of the
+	// partition registered before this broker's leadership
+	// (cluster.Node.ListingFloor); 0 when only a listing begun after the
+	// claim does. Acquire then uses the records already listed when they
+	// are recent enough, instead of waiting for a new listing.
+	ListFloor func(topic string, partition int32) int64
 	// OnFenced is told when a registration found the partition's
 	// leadership gone; the engine has already released it.
 	OnFenced func(topic string, partition int32)
@@ -55,11 +62,25 @@ type SharedConfig struct {
 	// OnTopicsChanged is called (from a background goroutine) after the
 	// topic watch applied a change.
 	OnTopicsChanged func()
+	// OnTopicChanged, if set, is called instead of OnTopicsChanged after
+	// the watch applied a change to one topic (created, altered, deleted),
+	// with its name: a caller keeping a per-topic view updates that topic
+	// rather than every one. OnTopicsChanged is still called after a
+	// fresh snapshot.
+	OnTopicChanged func(name string)
 	// MaxPartitionsPerObject bounds the partitions one flush or merged
-	// object holds (default 64). Each partition adds Fence's compares
-	// (two) to the registration Txn, and etcd allows meta.MaxTxnOps (128)
-	// by default; objects are also split to stay within that.
+	// object holds (default DefaultMaxPartitionsPerObject). The object's
+	// record, 80 bytes a partition, is one etcd value. Objects are also
+	// split to keep the distinct compares of their registration Txn
+	// within meta.MaxTxnOps (Fence gives every partition of a broker the
+	// same compare; a Fence with compares per partition gets smaller
+	// objects).
 	MaxPartitionsPerObject int
+	// RefreshFence, if set, is called after a Txn under Fence's compares
+	// failed them (conflict is its error), so that Fence reports the
+	// fence's current version: a compare shared by many partitions may
+	// fail although their own leaderships hold (cluster.Node.RefreshFence).
+	RefreshFence func(ctx context.Context, conflict error) error
 	// FlushPipeline is how many group commits may be in flight at once:
 	// stored, or waiting for the ones before them to register (default 8).
 	// Registrations stay in order; groups queued behind a slow one are
@@ -71,9 +92,18 @@ type SharedConfig struct {
 	// time, at least 25 ms; hedges are limited to 5% of PUTs either way.
 	// Negative: never.
 	PutHedge time.Duration
+	// ReadAheadBytes bounds how far ahead of a sequential reader one
+	// partition's blocks are loaded into the block cache (readahead.go).
+	// 0: 8 MiB or an eighth of the cache, whichever is smaller; negative:
+	// no read-ahead. A cache under 8 MiB gets none.
+	ReadAheadBytes int64
 	// SnapshotInterval is how often dirty producer state is snapshotted
 	// (default 10 s). A new leader replays the partition from its snapshot.
 	SnapshotInterval time.Duration
+	// SnapshotBudget bounds the partitions whose snapshots one interval
+	// writes besides those past SnapshotBytes (default 1024): etcd writes
+	// for snapshots then follow the write rate, not the partition count.
+	SnapshotBudget int
 	// SnapshotBytes bounds that replay: a partition with this many bytes
 	// (or 64 flush extents) registered since its last snapshot, producer
 	// batches or not, is snapshotted at once (default 4 MiB). Take-over
@@ -88,6 +118,11 @@ type SharedConfig struct {
 	// (default 1 h).
 	OrphanGrace time.Duration
 }
+
+// DefaultMaxPartitionsPerObject is SharedConfig.MaxPartitionsPerObject's
+// default: a flush or merged object of that many partitions has a record
+// of 160 KiB, a tenth of etcd's default request limit.
+const DefaultMaxPartitionsPerObject = 2048
 
 const keyEpochs = "log/epochs/"
 
@@ -153,22 +188,31 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 			return err
 		}
 	}
-	cmps, cur, ok := e.cfg.Shared.Fence(topicName, partition)
+	_, cur, ok := e.cfg.Shared.Fence(topicName, partition)
 	if !ok || cur != epoch {
 		return fmt.Errorf("%w: %s-%d", ErrNotLeader, topicName, partition)
 	}
 	id := p.t.id
 	began := time.Now()
 
+	// The partition's keys, read together (and with other Acquires'
+	// reads): nobody else writes them while this broker holds the claim.
+	keys, err := e.metaBatch.GetMany(ctx, []string{pstateKey(id, partition), producersKey(id, partition), epochsKey(id, partition)})
+	if err != nil {
+		return fmt.Errorf("%w: partition state: %v", ErrStorage, err)
+	}
+	pstateKV, producersKV, epochsKV := keys[0], keys[1], keys[2]
 	var ls int64
-	if kv, err := e.md.Get(ctx, pstateKey(id, partition)); err == nil {
-		if ls, err = strconv.ParseInt(string(kv.Value), 10, 64); err != nil {
+	if pstateKV.Version > 0 {
+		if ls, err = strconv.ParseInt(string(pstateKV.Value), 10, 64); err != nil {
 			return fmt.Errorf("%w: log start %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: log start: %v", ErrStorage, err)
 	}
-	exts, err := e.loadPartitionExtents(ctx, id, partition, ls)
+	var floor int64
+	if f := e.cfg.Shared.ListFloor; f != nil {
+		floor = f(topicName, partition)
+	}
+	exts, err := e.loadPartitionExtents(ctx, id, partition, ls, floor)
 	if err != nil {
 		return err
 	}
@@ -183,12 +227,10 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		ps   producers
 		ts   txnState
 	)
-	if kv, err := e.md.Get(ctx, producersKey(id, partition)); err == nil {
-		if upTo, ps, ts, err = decodeProducers(kv.Value); err != nil {
+	if producersKV.Version > 0 {
+		if upTo, ps, ts, err = decodeProducers(producersKV.Value); err != nil {
 			return fmt.Errorf("%w: producer state %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: producer state: %v", ErrStorage, err)
 	}
 	ps.expire(e.producerCutoff())
 	// Fold the producer batches registered after the snapshot. Snapshots
@@ -203,7 +245,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 		}
 	}
 	for from < next {
-		data, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
+		data, _, _, err := e.readExtents(ctx, exts, from, 16<<20, true)
 		if err != nil {
 			return fmt.Errorf("%w: replay %s-%d from %d: %v", ErrStorage, topicName, partition, from, err)
 		}
@@ -232,13 +274,11 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	// Epoch history: this epoch starts at the log end.
 	var hist []epochEntry
 	var histVer int64
-	if kv, err := e.md.Get(ctx, epochsKey(id, partition)); err == nil {
-		if hist, err = decodeEpochs(kv.Value); err != nil {
+	if epochsKV.Version > 0 {
+		if hist, err = decodeEpochs(epochsKV.Value); err != nil {
 			return fmt.Errorf("%w: epoch history %s-%d: %v", ErrStorage, topicName, partition, err)
 		}
-		histVer = kv.Version
-	} else if !errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: epoch history: %v", ErrStorage, err)
+		histVer = epochsKV.Version
 	}
 	for len(hist) > 0 && hist[len(hist)-1].start >= next && hist[len(hist)-1].epoch < epoch {
 		hist = hist[:len(hist)-1] // epochs that never wrote anything
@@ -247,7 +287,7 @@ func (e *Engine) Acquire(ctx context.Context, topicName string, partition int32,
 	if len(hist) > maxEpochHistory {
 		hist = hist[len(hist)-maxEpochHistory:]
 	}
-	if err := e.md.Txn(ctx, append(cmps, meta.Compare{Key: epochsKey(id, partition), Version: histVer}),
+	if err := e.txnFenced(ctx, p, epoch, []meta.Compare{{Key: epochsKey(id, partition), Version: histVer}},
 		meta.Put(epochsKey(id, partition), encodeEpochs(hist))); err != nil {
 		if isConflict(err) {
 			return fmt.Errorf("%w: %s-%d: leadership changed while loading", ErrNotLeader, topicName, partition)
@@ -319,6 +359,7 @@ func (e *Engine) Release(topicName string, partition int32, fenced bool) {
 	p.tail = nil
 	p.extents = nil
 	p.mu.Unlock()
+	p.stopReadAhead()
 	p.wake(false)
 	e.log.Info("partition released", "topic", topicName, "partition", partition, "fenced", fenced)
 }
@@ -342,15 +383,20 @@ func (e *Engine) recoverShared(ctx context.Context) error {
 }
 
 // loadPartitionExtents returns the live, unsuperseded extents of one
-// partition, sorted by offset, from a listing of the object records that
-// began after the call did.
-func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls int64) ([]*extent, error) {
-	l, err := e.objectListing(ctx)
-	if err != nil {
-		return nil, err
+// partition, sorted by offset, from a listing of the object records read
+// at meta revision floor or later (sharedlist.go), or, for floor 0, begun
+// after the call did.
+func (e *Engine) loadPartitionExtents(ctx context.Context, id [16]byte, partition int32, ls, floor int64) ([]*extent, error) {
+	idx := e.recordsAt(floor)
+	if idx == nil {
+		l, err := e.objectListing(ctx)
+		if err != nil {
+			return nil, err
+		}
+		idx = l.idx
 	}
 	var xs []*extent
-	for _, r := range l.byPart[partKey{id, partition}] {
+	for _, r := range idx.extents(partKey{id, partition}) {
 		if r.x.Last < ls {
 			continue
 		}
@@ -375,9 +421,9 @@ type listedExtent struct {
 // objectList is one listing of every object record, decoded and indexed by
 // partition, shared by the Acquires that asked for it.
 type objectList struct {
-	done   chan struct{}
-	byPart map[partKey][]listedExtent
-	err    error
+	done chan struct{}
+	idx  *recordIndex // sharedlist.go
+	err  error
 }
 
 // objectListing returns a listing of the object records that began after
@@ -413,33 +459,14 @@ func (e *Engine) runListings() {
 		e.listNext = nil
 		if l == nil {
 			e.listRunning = false
+			e.dropRecordIndexLocked()
 			e.listMu.Unlock()
 			return
 		}
 		e.listMu.Unlock()
-		l.byPart, l.err = e.listObjectRecords(e.ctx)
+		l.idx, l.err = e.listRecords(e.ctx)
 		close(l.done)
 	}
-}
-
-func (e *Engine) listObjectRecords(ctx context.Context) (map[partKey][]listedExtent, error) {
-	kvs, err := e.md.List(ctx, keyObjects)
-	if err != nil {
-		return nil, fmt.Errorf("%w: list objects: %v", ErrStorage, err)
-	}
-	byPart := map[partKey][]listedExtent{}
-	for _, kv := range kvs {
-		key := strings.TrimPrefix(kv.Key, keyObjects)
-		rec, err := decodeObject(kv.Value)
-		if err != nil {
-			return nil, fmt.Errorf("%w: object record %s: %v", ErrStorage, key, err)
-		}
-		for _, x := range rec.Extents {
-			k := partKey{x.TopicID, x.Partition}
-			byPart[k] = append(byPart[k], listedExtent{key: key, rec: rec, x: x})
-		}
-	}
-	return byPart, nil
 }
 
 // liveExtents drops the extents of one partition that a newer object
@@ -517,7 +544,11 @@ func (e *Engine) watchTopics() {
 		} else {
 			e.applyTopic(name, ev.Value)
 		}
-		e.topicsChanged()
+		if f := e.cfg.Shared.OnTopicChanged; f != nil {
+			f(name)
+		} else {
+			e.topicsChanged()
+		}
 	})
 }
 

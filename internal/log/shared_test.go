@@ -554,6 +554,7 @@ func TestSharedRegisterTogether(t *testing.T) {
 		err error
 	}
 	res := make([]chan result, len(ps))
+	stored0 := counterValue(a.m.sharedStored)
 	for i := range ps {
 		res[i] = make(chan result, 1)
 		n := objects()
@@ -562,6 +563,9 @@ func TestSharedRegisterTogether(t *testing.T) {
 			res[i] <- result{r.BaseOffset, err}
 		}()
 		testEventually(t, func() bool { return objects() == n+1 }) // its own group, stored
+		// and handed to the registration goroutine (an object is listed
+		// a moment before its group is ready to register).
+		testEventually(t, func() bool { return counterValue(a.m.sharedStored) == stored0+float64(i+1) })
 	}
 	txns0, objs0 := counterValue(a.m.sharedRegisterTxns), counterValue(a.m.sharedRegistered)
 	a.snapMu.Unlock()

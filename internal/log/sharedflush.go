@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -60,6 +59,13 @@ func (e *Engine) flushSharedAsync(bufs [][]byte, _ []wal.Item, settle func(error
 		}
 	}
 	go func() {
+		// Counted once ready is closed (defers run last first), so that
+		// what the counter shows is ready for the registration goroutine.
+		defer func() {
+			if job.err == nil {
+				e.m.sharedStored.Add(float64(len(job.objs)))
+			}
+		}()
 		defer close(job.ready)
 		if job.err != nil {
 			return
@@ -132,7 +138,6 @@ func (e *Engine) flushRuns(bufs [][]byte) []*flushRun {
 // pendingObject is a flush object stored but not yet registered.
 type pendingObject struct {
 	runs     []*flushRun
-	cmps     [][]meta.Compare // per run
 	exts     []segment.Extent // per run
 	key      string
 	gen      uint64
@@ -198,6 +203,10 @@ func (e *Engine) registerLoop() {
 // maxRegisterJobs bounds the groups registered in one pass.
 const maxRegisterJobs = 32
 
+// registerTogetherBytes bounds the object records registered in one Txn,
+// within etcd's default request limit (1.5 MiB).
+const registerTogetherBytes = 1 << 20
+
 // registerJobs registers the objects of jobs in order, in as few Txns as
 // the compares allow, and settles each job. Registration fails only when
 // the engine is closing: that job and every later one fail (some of their
@@ -250,50 +259,44 @@ func (e *Engine) registerJobs(jobs []*regJob) {
 // deadlines. It returns how many it registered; 0 leaves objs[0] to
 // registerObject, which handles fencing one object at a time.
 func (e *Engine) registerTogether(objs []*pendingObject) int {
-	var cmps []meta.Compare
+	var set compareSet
 	var ops []meta.Op
 	var recs []*objectRecord
-	seen := map[string]int64{}
 	deadline := time.Time{}
 	now := time.Now()
+	size := 0
 	for _, o := range objs {
 		if len(ops) == meta.MaxTxnOps || now.After(o.deadline) {
 			break
 		}
+		// The compares of every run, as Fence gives them now: all still
+		// led at their epoch, or the object is left to registerObject.
 		var add []meta.Compare
 		fits := true
-		for j, r := range o.runs {
+		for _, r := range o.runs {
 			r.p.mu.RLock()
 			current := r.p.loadSeq == r.loadSeq
 			r.p.mu.RUnlock()
-			if !current {
+			c, led := e.fenceOf(r.p, r.epoch)
+			if !current || !led {
 				fits = false
 				break
 			}
-			for _, c := range o.cmps[j] {
-				if v, dup := seen[c.Key]; dup {
-					if v != c.Version {
-						fits = false
-					}
-					continue
-				}
-				add = append(add, c)
-			}
+			add = append(add, c...)
 		}
-		if !fits || len(cmps)+len(add) > meta.MaxTxnOps {
+		rec := &objectRecord{Gen: o.gen, WALSeq: walSeqFlush, Size: o.size, Extents: o.exts}
+		val := encodeObject(rec)
+		if !fits || size+len(val) > registerTogetherBytes || !set.add(add) {
 			break
 		}
-		for _, c := range add {
-			seen[c.Key] = c.Version
-		}
-		cmps = append(cmps, add...)
-		rec := &objectRecord{Gen: o.gen, WALSeq: walSeqFlush, Size: o.size, Extents: o.exts}
+		size += len(val)
 		recs = append(recs, rec)
-		ops = append(ops, meta.Put(keyObjects+o.key, encodeObject(rec)))
+		ops = append(ops, meta.Put(keyObjects+o.key, val))
 		if deadline.IsZero() || o.deadline.Before(deadline) {
 			deadline = o.deadline
 		}
 	}
+	cmps := set.list
 	n := len(recs)
 	if n < 2 {
 		return 0
@@ -328,16 +331,16 @@ func (e *Engine) registerTogether(objs []*pendingObject) int {
 
 // buildObject builds one object for the runs at the front of runs whose
 // leadership holds, as many as one registration Txn can compare
-// (MaxPartitionsPerObject partitions, meta.MaxTxnOps compares), gives it a
+// (MaxPartitionsPerObject partitions, meta.MaxTxnOps distinct compares), gives it a
 // key, and returns it with its bytes and the runs left for the next
 // object. The object is nil (with no error) when no leadership held.
 func (e *Engine) buildObject(runs []*flushRun) (*pendingObject, []byte, []*flushRun, error) {
 	o := &pendingObject{deadline: time.Now().Add(e.cfg.Shared.OrphanGrace / 2)}
-	ncmp := 0
+	var set compareSet
 	for len(runs) > 0 && len(o.runs) < e.cfg.Shared.MaxPartitionsPerObject {
 		r := runs[0]
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
-		if ok && ep == r.epoch && len(o.runs) > 0 && ncmp+len(c) > meta.MaxTxnOps {
+		if ok && ep == r.epoch && !set.add(c) && len(o.runs) > 0 {
 			break // the next object's
 		}
 		runs = runs[1:]
@@ -350,9 +353,7 @@ func (e *Engine) buildObject(runs []*flushRun) (*pendingObject, []byte, []*flush
 			}
 			continue
 		}
-		o.cmps = append(o.cmps, c)
 		o.runs = append(o.runs, r)
-		ncmp += len(c)
 	}
 	if len(o.runs) == 0 {
 		return nil, nil, runs, nil
@@ -398,12 +399,14 @@ func (e *Engine) putObject(o *pendingObject, body []byte) error {
 	return nil
 }
 
-// registerObject registers o for the runs whose leadership still holds. A
-// compare that fails drops the runs whose leadership this broker now knows
-// is gone, and the rest are registered without them (their bytes stay in
-// the object as dead data). Runs whose partition was released or acquired
-// again since the object was built are left out: a later group must never
-// be registered past an earlier one that was dropped.
+// registerObject registers o for the runs whose leadership still holds,
+// under the compares Fence gives at the time. A compare that fails drops
+// the runs whose leadership this broker now knows is gone and is tried
+// again for the rest (their bytes stay in the object as dead data), and
+// also when the fence only moved under runs still led (RefreshFence).
+// Runs whose partition was released or acquired again since the object
+// was built are left out: a later group must never be registered past an
+// earlier one that was dropped.
 func (e *Engine) registerObject(o *pendingObject) error {
 	keep := make([]bool, len(o.runs))
 	for j, r := range o.runs {
@@ -413,29 +416,49 @@ func (e *Engine) registerObject(o *pendingObject) error {
 	}
 	var rec objectRecord
 	var kept []int
-	for {
-		var all []meta.Compare
+	var prev []meta.Compare
+	prevKept := -1
+	for attempt := 0; ; attempt++ {
+		var set compareSet
 		rec = objectRecord{Gen: o.gen, WALSeq: walSeqFlush, Size: o.size}
 		kept = kept[:0]
-		for j := range o.runs {
-			if keep[j] {
-				all = append(all, o.cmps[j]...)
-				rec.Extents = append(rec.Extents, o.exts[j])
-				kept = append(kept, j)
+		for j, r := range o.runs {
+			if !keep[j] {
+				continue
 			}
+			c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
+			if !ok || ep != r.epoch {
+				// Released, or released and acquired again at a new
+				// epoch: never registered (its appends see loadSeq move).
+				keep[j] = false
+				if !ok {
+					e.fence(r.p)
+				}
+				continue
+			}
+			set.add(c) // fits: the build kept the object's compares within one Txn
+			rec.Extents = append(rec.Extents, o.exts[j])
+			kept = append(kept, j)
 		}
 		if len(kept) == 0 {
 			return nil // all fenced; the object is garbage
 		}
+		if attempt > 0 && len(kept) == prevKept && sameCompares(set.list, prev) {
+			// A compare failed that this broker's view of the cluster
+			// does not explain: give every partition up (below).
+			break
+		}
+		prev, prevKept = set.list, len(kept)
 		var conflict, expired bool
+		var cerr error
 		e.retry("register "+o.key, func() error {
 			if time.Now().After(o.deadline) {
 				expired = true
 				return nil
 			}
-			err := e.md.Txn(e.ctx, all, meta.Put(keyObjects+o.key, encodeObject(&rec)))
+			err := e.md.Txn(e.ctx, set.list, meta.Put(keyObjects+o.key, encodeObject(&rec)))
 			if isConflict(err) {
-				conflict = true
+				conflict, cerr = true, err
 				return nil
 			}
 			return err
@@ -444,37 +467,25 @@ func (e *Engine) registerObject(o *pendingObject) error {
 			return fmt.Errorf("%w: flush not registered before the engine closed", ErrClosed)
 		}
 		if !conflict && !expired {
-			break
-		}
-		dropped := false
-		if conflict {
-			for _, j := range kept {
-				r := o.runs[j]
-				c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
-				if !ok || ep != r.epoch || !slices.Equal(c, o.cmps[j]) {
-					keep[j] = false
-					dropped = true
-					e.fence(r.p)
-				}
-			}
-		}
-		if !dropped {
-			// Out of time (the controller may soon take the object for
-			// an orphan), or a compare failed that this broker's view of
-			// the cluster does not explain yet: give every partition up.
-			// Those still ours are acquired again at a new epoch, rebuilt
-			// from what is registered.
-			e.log.Warn("flush not registered; releasing its partitions", "object", o.key,
-				"partitions", len(kept), "timed_out", expired)
-			for _, j := range kept {
-				e.fence(o.runs[j].p)
-			}
+			e.m.sharedRegisterTxns.Inc()
+			e.m.sharedRegistered.Inc()
+			e.applyRegistered(o, &rec, kept)
 			return nil
 		}
+		if expired || attempt == maxFenceRetries {
+			break
+		}
+		e.fenceMoved(e.ctx, cerr)
 	}
-	e.m.sharedRegisterTxns.Inc()
-	e.m.sharedRegistered.Inc()
-	e.applyRegistered(o, &rec, kept)
+	// Out of time (the controller may soon take the object for an
+	// orphan), or a compare failed that this broker's view of the cluster
+	// does not explain yet: give every partition up. Those still ours are
+	// acquired again at a new epoch, rebuilt from what is registered.
+	e.log.Warn("flush not registered; releasing its partitions", "object", o.key,
+		"partitions", len(kept), "timed_out", time.Now().After(o.deadline))
+	for _, j := range kept {
+		e.fence(o.runs[j].p)
+	}
 	return nil
 }
 

@@ -13,8 +13,11 @@ import (
 
 // The background roll of cluster mode. Every flush is an object of its own,
 // so a partition's data is spread over many small extents. Its leader
-// periodically merges runs of them into packed objects (many partitions per
-// object, as the single-node roll packs a WAL segment): the merged object is
+// periodically merges runs of them (and of small merged extents:
+// sharedmerge.go) into packed objects (many partitions per object, up to
+// MaxPartitionsPerObject and 4 x PackedObjectBytes, as the single-node roll
+// packs a WAL segment): the objects one roll writes follow the bytes it
+// merges, not the partition count. The merged object is
 // registered with a gen above every gen handed out so far, which supersedes
 // the inputs; the controller's GC then deletes flush objects left with no
 // live extent. Compacted topics are left to compaction, which rewrites them
@@ -27,12 +30,14 @@ const (
 	walSeqMerged = 2 // flush extents merged by the roll
 )
 
-// minMergeExtents is the fewest flush extents of a partition worth merging.
+// minMergeExtents is the fewest small merged extents of a partition worth
+// merging again.
 const minMergeExtents = 4
 
 // mergeRun is one partition's run of flush extents to merge.
 type mergeRun struct {
 	p       *Partition
+	epoch   int32 // of the leadership the merge is registered under
 	loadSeq uint64
 	exts    []*extent
 	size    int64
@@ -55,9 +60,11 @@ func (e *Engine) rollLoopShared() {
 	}
 }
 
-// mergeShared merges the flush extents of every partition this broker leads.
+// mergeShared merges the flush extents of every partition this broker
+// leads, an object's worth of inputs at a time (mergeFlushed), then the
+// runs of small merged extents (mergeSmallRuns).
 func (e *Engine) mergeShared(ctx context.Context) error {
-	var runs []*mergeRun
+	var parts []*Partition
 	e.mu.RLock()
 	topics := make([]*topic, 0, len(e.topics))
 	for _, t := range e.topics {
@@ -68,12 +75,20 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 		if t.cfg.Load().Compact {
 			continue
 		}
-		for _, p := range t.partitions() {
-			if r := p.mergeCandidates(); r != nil {
-				runs = append(runs, r)
-			}
+		parts = append(parts, t.partitions()...)
+	}
+	if err := e.mergeFlushed(ctx, parts); err != nil {
+		return err
+	}
+	var runs []*mergeRun
+	for _, p := range parts {
+		if r := p.mergeCandidates(); r != nil {
+			runs = append(runs, r)
 		}
 	}
+	// Partitions next to each other were merged into the same objects
+	// before: reading them together reads a few objects.
+	sortRuns(runs)
 	limit := 4 * e.cfg.PackedObjectBytes
 	for len(runs) > 0 {
 		n, size := 0, int64(0)
@@ -81,7 +96,7 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 			size += runs[n].size
 			n++
 		}
-		if err := e.mergeObject(ctx, runs[:n]); err != nil {
+		if err := e.mergeObject(ctx, runs[:n], nil); err != nil {
 			return err
 		}
 		runs = runs[n:]
@@ -89,8 +104,9 @@ func (e *Engine) mergeShared(ctx context.Context) error {
 	return nil
 }
 
-// mergeCandidates returns the partition's first run of consecutive flush
-// extents, if it is long enough, bounded to PackedObjectBytes.
+// mergeCandidates returns the partition's first run of consecutive small
+// merged extents (sharedmerge.go), if it is long enough, bounded to
+// PackedObjectBytes. Flush extents are mergeFlushed's.
 func (p *Partition) mergeCandidates() *mergeRun {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -100,12 +116,13 @@ func (p *Partition) mergeCandidates() *mergeRun {
 	var run []*extent
 	var size int64
 	for _, x := range p.extents {
-		if x.obj.walSeq != walSeqFlush || (len(run) > 0 && x.Base != run[len(run)-1].Last+1) {
+		mergeable := p.e.mergeable(x)
+		if !mergeable || (len(run) > 0 && x.Base != run[len(run)-1].Last+1) {
 			if len(run) >= minMergeExtents {
 				break
 			}
 			run, size = nil, 0
-			if x.obj.walSeq != walSeqFlush {
+			if !mergeable {
 				continue
 			}
 		}
@@ -121,26 +138,39 @@ func (p *Partition) mergeCandidates() *mergeRun {
 	return &mergeRun{p: p, loadSeq: p.loadSeq, exts: run, size: size}
 }
 
-// mergeObject writes runs into one object and swaps it in.
-func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
-	var cmps []meta.Compare
-	b := segment.NewBuilder(0)
-	for i, r := range runs {
+// mergeObject writes runs into one object and swaps it in. Runs whose
+// leadership is moving are left for the next roll, and so are those past
+// the compares one Txn can hold. data holds the runs' input extents when
+// the caller read them already (nil: read them here).
+func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun, data map[*extent][]byte) error {
+	var set compareSet
+	keep := runs[:0:0]
+	for _, r := range runs {
 		c, ep, ok := e.cfg.Shared.Fence(r.p.t.name, r.p.id)
 		if !ok || ep != r.p.LeaderEpoch() {
-			return nil // leadership moving; the next roll sees the new state
+			continue
 		}
-		if i > 0 && len(cmps)+len(c) > meta.MaxTxnOps {
-			runs = runs[:i] // the rest waits for the next pass
+		if !set.add(c) {
 			break
 		}
-		cmps = append(cmps, c...)
+		r.epoch = ep
+		keep = append(keep, r)
+	}
+	runs = keep
+	if len(runs) == 0 {
+		return nil
+	}
+	if data == nil {
+		var err error
+		if data, err = e.mergeData(ctx, runs); err != nil {
+			return err
+		}
+	}
+	b := segment.NewBuilder(0)
+	for _, r := range runs {
 		b.StartExtent(r.p.t.id, r.p.id, r.exts[0].Base)
 		for _, x := range r.exts {
-			d, err := e.extentData(ctx, x)
-			if err != nil {
-				return err
-			}
+			d := data[x]
 			for len(d) > 0 {
 				n, err := batch.Size(d)
 				if err != nil || n > len(d) {
@@ -162,7 +192,7 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	}
 	e.m.objectBytes.Add(float64(len(body)))
 	rec := objectRecord{Gen: gen, WALSeq: walSeqMerged, Size: int64(len(body)), Extents: exts}
-	if err := e.md.Txn(ctx, cmps, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
+	if err := e.registerMerged(ctx, runs, set.list, meta.Put(keyObjects+key, encodeObject(&rec))); err != nil {
 		_ = e.store.Delete(ctx, key)
 		if isConflict(err) {
 			return nil // a partition moved meanwhile; nothing was swapped
@@ -188,6 +218,29 @@ func (e *Engine) mergeObject(ctx context.Context, runs []*mergeRun) error {
 	}
 	e.m.rolls.Inc()
 	return nil
+}
+
+// registerMerged registers a merged object under the fences of its runs,
+// again under the fence's new version while every run is still led at its
+// epoch (the fence moved under them: RefreshFence).
+func (e *Engine) registerMerged(ctx context.Context, runs []*mergeRun, cmps []meta.Compare, put meta.Op) error {
+	for attempt := 0; ; attempt++ {
+		err := e.md.Txn(ctx, cmps, put)
+		if !isConflict(err) || attempt == maxFenceRetries || !e.fenceMoved(ctx, err) {
+			return err
+		}
+		var set compareSet
+		for _, r := range runs {
+			c, ok := e.fenceOf(r.p, r.epoch)
+			if !ok || !set.add(c) {
+				return err
+			}
+		}
+		if sameCompares(set.list, cmps) {
+			return err
+		}
+		cmps = set.list
+	}
 }
 
 // replacementKey is nextObjectKey for an object that supersedes others

@@ -5,6 +5,9 @@ package log
 // written to the metadata store so a take-over replays only its tail.
 
 import (
+	"cmp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
@@ -37,10 +40,10 @@ func (e *Engine) snapshotOverdue(p *Partition) bool {
 	return c.unsnapBytes >= e.cfg.Shared.SnapshotBytes || c.unsnapExtents >= snapshotExtents
 }
 
-// snapshotRequest writes p's producer snapshot now (hand-off).
+// snapshotRequest writes p's producer snapshot now (hand-off) and returns
+// once it is written (or failed). Hand-offs that run at once (a joining
+// broker takes thousands of partitions) share Txns.
 func (e *Engine) snapshotRequest(p *Partition) {
-	e.snapWriteMu.Lock()
-	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
 	if c := p.cr(); c.unsnapBytes > 0 || c.unsnapExtents > 0 {
 		// Whatever was registered since: the next leader replays nothing.
@@ -51,8 +54,59 @@ func (e *Engine) snapshotRequest(p *Partition) {
 	}
 	s, ok := e.encodeSnapshotLocked(p)
 	e.snapMu.Unlock()
-	if ok {
-		e.writeSnapshots([]prodSnap{s})
+	if !ok {
+		return
+	}
+	done := make(chan struct{})
+	q := &e.snapQueue
+	q.mu.Lock()
+	q.reqs = append(q.reqs, snapReq{s: s, done: done})
+	if !q.running {
+		q.running = true
+		go e.writeRequestedSnapshots()
+	}
+	q.mu.Unlock()
+	<-done
+}
+
+// snapQueue is the hand-off snapshots waiting to be written.
+type snapQueue struct {
+	mu      sync.Mutex
+	reqs    []snapReq
+	running bool // writeRequestedSnapshots is running
+}
+
+type snapReq struct {
+	s    prodSnap
+	done chan struct{}
+}
+
+// writeRequestedSnapshots writes the queued hand-off snapshots, as many
+// per Txn as fit, until the queue is empty. It holds snapWriteMu while it
+// writes, so they land after any snapshot of the same partition encoded
+// before them.
+func (e *Engine) writeRequestedSnapshots() {
+	q := &e.snapQueue
+	for {
+		q.mu.Lock()
+		reqs := q.reqs
+		q.reqs = nil
+		if len(reqs) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		snaps := make([]prodSnap, len(reqs))
+		for i, r := range reqs {
+			snaps[i] = r.s
+		}
+		e.snapWriteMu.Lock()
+		e.writeSnapshotBatches(snaps)
+		e.snapWriteMu.Unlock()
+		for _, r := range reqs {
+			close(r.done)
+		}
 	}
 }
 
@@ -77,41 +131,74 @@ func (e *Engine) snapshotLoop() {
 // prodSnap is one partition's encoded producer snapshot with the compares
 // that guard writing it.
 type prodSnap struct {
-	p    *Partition
-	cmps []meta.Compare
-	val  []byte
+	p     *Partition
+	epoch int32 // the leadership it was encoded under
+	cmps  []meta.Compare
+	val   []byte
 }
 
 // snapshotTxnBytes bounds the snapshot values written in one Txn, well
 // under etcd's default request limit (1.5 MiB).
 const snapshotTxnBytes = 512 << 10
 
-// snapshotDirty writes the snapshot of every partition whose registered
-// producer state changed since its last one, many partitions per Txn. The
-// state is encoded under snapMu and written after it is released, so
+// snapshotDirty writes the snapshots of partitions whose registered
+// producer state changed since their last one, many partitions per Txn.
+// The state is encoded under snapMu and written after it is released, so
 // registrations (which fold into that state) never wait for etcd here.
 //
 // With bigOnly (a kick from a registration) only partitions past
-// SnapshotBytes are written; the others wait for the interval.
+// SnapshotBytes or snapshotExtents are written: as many as the data
+// registered, a partition per 64 flush extents or 4 MiB at most. The
+// interval pass writes at most SnapshotBudget of the others, those with
+// the most registered since their last snapshot first, and leaves the
+// rest for the next passes: with 100,000 partitions written at random
+// every one of them is dirty at every pass, and writing them all would
+// put 10,000 keys a second into etcd whatever the write rate. A
+// take-over replays at most snapshotExtents extents (or SnapshotBytes)
+// of a partition either way.
 func (e *Engine) snapshotDirty(bigOnly bool) {
 	e.snapWriteMu.Lock()
 	defer e.snapWriteMu.Unlock()
 	e.snapMu.Lock()
-	var snaps []prodSnap
+	var picked []*Partition
+	var rest []*Partition
 	for p := range e.prodDirty {
-		if bigOnly && !e.snapshotOverdue(p) {
-			continue
+		if e.snapshotOverdue(p) {
+			picked = append(picked, p)
+		} else if !bigOnly {
+			rest = append(rest, p)
 		}
+	}
+	if budget := e.cfg.Shared.SnapshotBudget; len(rest) > budget {
+		slices.SortFunc(rest, func(a, b *Partition) int {
+			ca, cb := a.cr(), b.cr()
+			if c := cmp.Compare(cb.unsnapExtents, ca.unsnapExtents); c != 0 {
+				return c
+			}
+			return cmp.Compare(cb.unsnapBytes, ca.unsnapBytes)
+		})
+		rest = rest[:budget]
+	}
+	var snaps []prodSnap
+	for _, p := range append(picked, rest...) {
 		if s, ok := e.encodeSnapshotLocked(p); ok {
 			snaps = append(snaps, s)
 		}
 	}
 	e.snapMu.Unlock()
+	e.writeSnapshotBatches(snaps)
+}
+
+// writeSnapshotBatches writes snaps, as many per Txn as fit. snapWriteMu
+// held.
+func (e *Engine) writeSnapshotBatches(snaps []prodSnap) {
 	for len(snaps) > 0 {
-		n, ncmp, size := 0, 0, 0
-		for n < len(snaps) && (n == 0 || (ncmp+len(snaps[n].cmps) <= meta.MaxTxnOps && n < meta.MaxTxnOps &&
-			size+len(snaps[n].val) <= snapshotTxnBytes)) {
-			ncmp += len(snaps[n].cmps)
+		var set compareSet
+		n, size := 0, 0
+		for n < len(snaps) && n < meta.MaxTxnOps && (n == 0 || size+len(snaps[n].val) <= snapshotTxnBytes) {
+			if !set.add(snaps[n].cmps) && n > 0 {
+				break
+			}
 			size += len(snaps[n].val)
 			n++
 		}
@@ -129,41 +216,72 @@ func (e *Engine) encodeSnapshotLocked(p *Partition) (prodSnap, bool) {
 	delete(e.prodDirty, p)
 	c := p.c()
 	c.unsnapBytes, c.unsnapExtents = 0, 0
-	cmps, _, ok := e.cfg.Shared.Fence(p.t.name, p.id)
+	cmps, epoch, ok := e.cfg.Shared.Fence(p.t.name, p.id)
 	if !ok {
 		return prodSnap{}, false
 	}
 	c.rolledProducers.expire(e.producerCutoff())
 	c.rolledTxns.truncate(p.logStart.Load())
-	return prodSnap{p: p, cmps: cmps, val: encodeProducers(c.rolledUpTo, &c.rolledProducers, &c.rolledTxns)}, true
+	return prodSnap{p: p, epoch: epoch, cmps: cmps, val: encodeProducers(c.rolledUpTo, &c.rolledProducers, &c.rolledTxns)}, true
 }
 
 // writeSnapshots writes snaps in one Txn under all their compares. When a
-// compare fails (one partition moved), each is written on its own so the
+// compare fails because the fence moved (RefreshFence), the snapshots of
+// partitions still led at their epoch are written again under the new
+// compares; when it fails otherwise, each is written on its own so the
 // others still land. Other failures mark them dirty for the next pass.
 // snapWriteMu held, so snapshots of a partition land in the order encoded.
 func (e *Engine) writeSnapshots(snaps []prodSnap) {
-	var cmps []meta.Compare
-	ops := make([]meta.Op, 0, len(snaps))
-	for _, s := range snaps {
-		cmps = append(cmps, s.cmps...)
-		ops = append(ops, meta.Put(producersKey(s.p.t.id, s.p.id), s.val))
-	}
-	err := e.md.Txn(e.ctx, cmps, ops...)
-	switch {
-	case err == nil:
-	case isConflict(err) && len(snaps) > 1:
-		for i := range snaps {
-			e.writeSnapshots(snaps[i : i+1])
-		}
-	case isConflict(err):
-		// Leadership gone: the next leader rebuilds from what is registered.
-	default:
-		e.log.Warn("producer snapshot failed; next pass retries", "partitions", len(snaps), "err", err)
-		e.snapMu.Lock()
+	for attempt := 0; ; attempt++ {
+		var set compareSet
+		ops := make([]meta.Op, 0, len(snaps))
 		for _, s := range snaps {
-			e.prodDirty[s.p] = struct{}{}
+			set.add(s.cmps)
+			ops = append(ops, meta.Put(producersKey(s.p.t.id, s.p.id), s.val))
 		}
-		e.snapMu.Unlock()
+		err := e.md.Txn(e.ctx, set.list, ops...)
+		switch {
+		case err == nil:
+			return
+		case !isConflict(err):
+			e.log.Warn("producer snapshot failed; next pass retries", "partitions", len(snaps), "err", err)
+			e.snapMu.Lock()
+			for _, s := range snaps {
+				e.prodDirty[s.p] = struct{}{}
+			}
+			e.snapMu.Unlock()
+			return
+		}
+		// Leadership gone for some (the next leader rebuilds from what is
+		// registered), or the fence moved under the others.
+		moved := attempt < maxFenceRetries && e.fenceMoved(e.ctx, err)
+		led := snaps[:0:0]
+		changed := false
+		for _, s := range snaps {
+			c, ok := e.fenceOf(s.p, s.epoch)
+			if !ok {
+				changed = true
+				continue
+			}
+			if !sameCompares(c, s.cmps) {
+				changed = true
+				s.cmps = c
+			}
+			led = append(led, s)
+		}
+		snaps = led
+		switch {
+		case len(snaps) == 0:
+			return
+		case changed && moved:
+			continue
+		case len(snaps) > 1:
+			for i := range snaps {
+				e.writeSnapshots(snaps[i : i+1])
+			}
+			return
+		default:
+			return
+		}
 	}
 }

@@ -13,6 +13,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +23,20 @@ var ErrNotFound = errors.New("meta: key not found")
 // ErrConflict is returned (wrapped) by Txn when a compare failed; nothing was
 // written.
 var ErrConflict = errors.New("meta: transaction compare failed")
+
+// ConflictError is what Txn returns (wrapped) when a compare failed: the
+// first failing compare's key, the version it has and the version the
+// compare wanted. It unwraps to ErrConflict.
+type ConflictError struct {
+	Key           string
+	Version, Want int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%v: %q is at version %d, compare wants %d", ErrConflict, e.Key, e.Version, e.Want)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // ErrUnavailable is returned (wrapped) when the backend could not be reached
 // or did not answer in time (etcd down, no quorum, a leader election). The
@@ -50,6 +65,11 @@ const (
 	OpDelete
 	// OpDeletePrefix deletes every key starting with Key.
 	OpDeletePrefix
+	// OpBump rewrites Key unchanged (same value; on etcd, same lease),
+	// raising its version, so that every compare on its old version now
+	// fails. If Key does not exist the whole transaction fails with
+	// ErrNotFound and writes nothing.
+	OpBump
 )
 
 // Op is one write inside a transaction.
@@ -67,6 +87,9 @@ func Delete(key string) Op { return Op{Kind: OpDelete, Key: key} }
 
 // DeletePrefix returns a delete-prefix op.
 func DeletePrefix(prefix string) Op { return Op{Kind: OpDeletePrefix, Key: prefix} }
+
+// Bump returns a bump op.
+func Bump(key string) Op { return Op{Kind: OpBump, Key: key} }
 
 // Compare guards a transaction: the key's current Version must equal Version
 // (0 means "the key must not exist").
@@ -176,6 +199,25 @@ type WatchEvent struct {
 	Version  int64
 	Revision int64
 	Err      error
+}
+
+// MultiGetter is implemented by backends that read several keys in one
+// round trip (etcd: a read-only transaction).
+type MultiGetter interface {
+	// GetMany returns the keys' values and versions, as of one revision,
+	// in keys' order; a missing key has Version 0 and a nil Value. At
+	// most MaxTxnOps keys.
+	GetMany(ctx context.Context, keys []string) ([]KV, error)
+}
+
+// ChangeLister is implemented by backends that can list only what changed
+// under a prefix since a revision (etcd): a reader that keeps the keys it
+// listed before fetches the new and rewritten ones, not all of them.
+type ChangeLister interface {
+	// ListChanged returns every key under prefix created or rewritten
+	// after revision since (every key for 0), sorted by key, as of one
+	// revision, and that revision. Deleted keys are not reported.
+	ListChanged(ctx context.Context, prefix string, since int64) ([]KV, int64, error)
 }
 
 // Watcher is implemented by backends that can stream changes (etcd).

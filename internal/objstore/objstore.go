@@ -68,3 +68,15 @@ type Linker interface {
 	// modify the file afterwards, though it may remove its own name for it.
 	PutFile(ctx context.Context, key, path string) error
 }
+
+// Mapper is an optional capability of a Storage whose objects are local
+// files: Map maps an object read-only into memory, so a caller that reads
+// much of an object (the log's merge of small extents, picking the batches
+// of thousands of partitions out of a WAL segment) reads the page cache in
+// place instead of copying it out. The mapping stays valid until unmap is
+// called, even if the object is deleted meanwhile, but the caller must
+// make sure nothing shrinks it (Shrinker) while it is mapped: reading past
+// a file's end through a mapping kills the process.
+type Mapper interface {
+	Map(ctx context.Context, key string) (data []byte, unmap func(), err error)
+}

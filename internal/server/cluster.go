@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
@@ -24,18 +26,19 @@ import (
 )
 
 // openClusterBackends opens etcd and the S3 store for cluster mode.
-func openClusterBackends(ctx context.Context, cfg config.Config) (meta.Store, objstore.Storage, error) {
+func openClusterBackends(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (meta.Store, objstore.Storage, error) {
 	md, err := etcd.New(ctx, etcd.Config{
 		Endpoints:   cfg.Etcd.Endpoints,
 		Prefix:      cfg.Etcd.Prefix,
 		DialTimeout: cfg.Etcd.DialTimeout,
 		Username:    cfg.Etcd.Username,
 		Password:    cfg.Etcd.Password,
+		Registerer:  reg,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening etcd: %w", err)
 	}
-	st, err := openS3(ctx, cfg)
+	st, err := openS3(ctx, cfg, reg)
 	if err != nil {
 		md.Close()
 		return nil, nil, err
@@ -43,7 +46,9 @@ func openClusterBackends(ctx context.Context, cfg config.Config) (meta.Store, ob
 	return md, st, nil
 }
 
-func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
+// openS3 opens the S3 store, its requests counted in reg
+// (sluice_objstore_*).
+func openS3(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (objstore.Storage, error) {
 	c := cfg.S3
 	st, err := s3.New(ctx, s3.Config{
 		Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region,
@@ -53,7 +58,7 @@ func openS3(ctx context.Context, cfg config.Config) (objstore.Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening S3 object store: %w", err)
 	}
-	return st, nil
+	return objstore.Metered(st, reg), nil
 }
 
 // sessionFileName, in the data directory, names the meta session the
@@ -112,6 +117,10 @@ type clusterGlue struct {
 	self   broker.Node
 
 	mu sync.Mutex // serializes SetPartitions
+
+	pushMu      sync.Mutex
+	pushRunning bool // a pushLoop goroutine is running
+	pushAgain   bool // a change arrived while it ran
 }
 
 func (g *clusterGlue) sharedConfig() *log.SharedConfig {
@@ -123,12 +132,27 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 			}
 			return n.FenceCompares(cluster.TopicPartition{Topic: topic, Partition: partition})
 		},
+		RefreshFence: func(ctx context.Context, conflict error) error {
+			n := g.node.Load()
+			if n == nil {
+				return meta.ErrSessionDone
+			}
+			return n.RefreshFence(ctx, conflict)
+		},
+		ListFloor: func(topic string, partition int32) int64 {
+			n := g.node.Load()
+			if n == nil {
+				return 0
+			}
+			return n.ListingFloor(cluster.TopicPartition{Topic: topic, Partition: partition})
+		},
 		OnFenced: func(topic string, partition int32) {
 			if n := g.node.Load(); n != nil {
 				n.Relinquish(cluster.TopicPartition{Topic: topic, Partition: partition})
 			}
 		},
 		OnTopicsChanged: g.pushPartitions,
+		OnTopicChanged:  g.pushTopic,
 		LeaseValid: func() bool {
 			n := g.node.Load()
 			return n != nil && n.LeaseValid()
@@ -140,8 +164,63 @@ func (g *clusterGlue) sharedConfig() *log.SharedConfig {
 	}
 }
 
-// pushPartitions tells the node the current partition set.
+// pushPartitions tells the node the current partition set, in the
+// background: changes that arrive while a push runs are coalesced into
+// one more. Each push lists every partition, so pushing once per topic
+// event would make creating many topics quadratic (10,000 topic records
+// arrive through the watch within seconds).
 func (g *clusterGlue) pushPartitions() {
+	g.pushMu.Lock()
+	defer g.pushMu.Unlock()
+	if g.pushRunning {
+		g.pushAgain = true
+		return
+	}
+	g.pushRunning = true
+	go g.pushLoop()
+}
+
+func (g *clusterGlue) pushLoop() {
+	for {
+		g.pushNow()
+		g.pushMu.Lock()
+		if !g.pushAgain {
+			g.pushRunning = false
+			g.pushMu.Unlock()
+			return
+		}
+		g.pushAgain = false
+		g.pushMu.Unlock()
+	}
+}
+
+// pushTopic tells the node one topic's partitions (none if it is gone).
+func (g *clusterGlue) pushTopic(name string) {
+	n := g.node.Load()
+	if n == nil || g.engine == nil {
+		return // Start pushes every topic once the node is up
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.engine.Topic(name)
+	if !ok {
+		n.SetTopic(name, 0, nil)
+		return
+	}
+	var prefer map[int32][]int32
+	for p, rs := range t.Assignments {
+		if len(rs) > 0 {
+			if prefer == nil {
+				prefer = map[int32][]int32{}
+			}
+			prefer[p] = rs
+		}
+	}
+	n.SetTopic(name, t.Partitions, prefer)
+}
+
+// pushNow tells the node the current partition set.
+func (g *clusterGlue) pushNow() {
 	n := g.node.Load()
 	if n == nil {
 		return

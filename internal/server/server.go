@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	)
 	if cfg.ClusterMode() {
 		var err error
-		if md, objs, err = openClusterBackends(ctx, cfg); err != nil {
+		if md, objs, err = openClusterBackends(ctx, cfg, reg); err != nil {
 			return nil, err
 		}
 		glue = &clusterGlue{logger: logger.With("component", "cluster")}
@@ -111,7 +111,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		}
 		md = emb
 		if cfg.S3.Endpoint != "" {
-			objs, err = openS3(ctx, cfg)
+			objs, err = openS3(ctx, cfg, reg)
 		} else {
 			objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects"))
 		}
@@ -154,6 +154,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
 		lcfg.Shared.PutHedge = cfg.Cluster.PutHedge
+		lcfg.Shared.ReadAheadBytes = cfg.Cluster.ReadAheadBytes
 	}
 	engine, err := log.Open(ctx, lcfg, objs, md, logger.With("component", "log"), reg)
 	if err != nil {
@@ -397,7 +398,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		sf := sessionFile{path: filepath.Join(cfg.DataDir, sessionFileName), nodeID: cfg.NodeID, logger: logger}
 		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: ceps,
 			LeaseTTL: cfg.Cluster.LeaseTTL, PreviousSession: sf.read(), OnSession: sf.write,
-			Logger: logger.With("component", "cluster")}, glue)
+			Logger: logger.With("component", "cluster"), Registerer: reg}, glue)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("joining the cluster: %w", err)

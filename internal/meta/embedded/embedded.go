@@ -187,7 +187,7 @@ func (s *Store) Txn(ctx context.Context, cmps []meta.Compare, ops ...meta.Op) er
 				return err
 			}
 			if cur != c.Version {
-				return fmt.Errorf("meta/embedded: %w: %q is at version %d, compare wants %d", meta.ErrConflict, c.Key, cur, c.Version)
+				return fmt.Errorf("meta/embedded: %w", &meta.ConflictError{Key: c.Key, Version: cur, Want: c.Version})
 			}
 		}
 		for _, op := range ops {
@@ -219,6 +219,20 @@ func apply(b *bolt.Bucket, op meta.Op) error {
 		if err := b.Delete(key); err != nil {
 			return fmt.Errorf("meta/embedded: delete %q: %w", op.Key, err)
 		}
+	case meta.OpBump:
+		old := b.Get(key)
+		if old == nil {
+			return fmt.Errorf("meta/embedded: bump %q: %w", op.Key, meta.ErrNotFound)
+		}
+		cur, err := version(op.Key, old)
+		if err != nil {
+			return err
+		}
+		v := bytes.Clone(old)
+		binary.BigEndian.PutUint64(v, uint64(cur+1))
+		if err := b.Put(key, v); err != nil {
+			return fmt.Errorf("meta/embedded: bump %q: %w", op.Key, err)
+		}
 	case meta.OpDeletePrefix:
 		// Collect first: deleting under a live cursor can skip keys.
 		var doomed [][]byte
@@ -249,7 +263,7 @@ func validate(cmps []meta.Compare, ops []meta.Op) error {
 	var prefixes []string
 	for i, op := range ops {
 		switch op.Kind {
-		case meta.OpPut, meta.OpDelete:
+		case meta.OpPut, meta.OpDelete, meta.OpBump:
 			if err := checkKey(op.Key); err != nil {
 				return fmt.Errorf("%w: op %d: %w", ErrInvalidTxn, i, err)
 			}
@@ -259,7 +273,7 @@ func validate(cmps []meta.Compare, ops []meta.Op) error {
 			return fmt.Errorf("%w: op %d has unknown kind %d", ErrInvalidTxn, i, op.Kind)
 		}
 		switch op.Kind {
-		case meta.OpPut:
+		case meta.OpPut, meta.OpBump:
 			if _, dup := puts[op.Key]; dup {
 				return fmt.Errorf("%w: key %q is put twice", ErrInvalidTxn, op.Key)
 			}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ErrConfig is wrapped by every configuration error; the message names the
@@ -54,6 +56,9 @@ type Config struct {
 	MaxRequestBytes int
 	// ListPageSize is how many keys one List round trip fetches.
 	ListPageSize int
+	// Registerer, if set, gets the store's metrics (sluice_meta_*): the
+	// transactions and reads it sends, what its watches receive.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns a config for an etcd on localhost; set Prefix.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func TestListPages(t *testing.T) {
 		t.Fatalf("list = %d, %v", len(kvs), err)
 	}
 	mustTxn(t, s, nil, meta.Put("p/999", nil), meta.Delete("p/000"))
-	snap, _, err := s.listAt(bg, "test", "p/", rev)
+	snap, _, err := s.listAt(bg, "test", "p/", rev, 0)
 	if err != nil || len(snap) != len(want) || snap[0].Key != "p/000" {
 		t.Fatalf("list at old revision = %d keys, %v", len(snap), err)
 	}
@@ -329,5 +330,85 @@ func TestRetriable(t *testing.T) {
 		if got := retriable(tc.err); got != tc.want {
 			t.Errorf("retriable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestListChanged: only keys created or rewritten after the revision, over
+// several pages, and the revision read at.
+func TestListChanged(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := testConfig(srv, "/sluice/changed/")
+	cfg.ListPageSize = 3
+	s := openT(t, cfg)
+	for i := range 10 {
+		mustTxn(t, s, nil, meta.Put(fmt.Sprintf("o/%02d", i), []byte("v1")))
+	}
+	all, rev, err := s.ListChanged(bg, "o/", 0)
+	if err != nil || len(all) != 10 {
+		t.Fatalf("ListChanged since 0 = %d keys, %v", len(all), err)
+	}
+	for _, i := range []int{1, 4, 5, 9} {
+		mustTxn(t, s, nil, meta.Put(fmt.Sprintf("o/%02d", i), []byte("v2")))
+	}
+	mustTxn(t, s, nil, meta.Put("o/10", nil), meta.Delete("o/00"), meta.Put("other", nil))
+	got, rev2, err := s.ListChanged(bg, "o/", rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range got {
+		keys = append(keys, kv.Key)
+	}
+	if want := []string{"o/01", "o/04", "o/05", "o/09", "o/10"}; !slices.Equal(keys, want) || rev2 <= rev {
+		t.Fatalf("ListChanged since %d = %v at %d, want %v", rev, keys, rev2, want)
+	}
+	if none, _, err := s.ListChanged(bg, "o/", rev2); err != nil || len(none) != 0 {
+		t.Fatalf("nothing changed: %d keys, %v", len(none), err)
+	}
+	// History compacted past the revision: the same answer, from a range
+	// read.
+	mustTxn(t, s, nil, meta.Put("o/03", []byte("v3")))
+	raw := rawClient(t, srv)
+	cur, err := raw.Get(bg, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Compact(bg, cur.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.ListChanged(bg, "o/", rev2)
+	if err != nil || len(got) != 1 || got[0].Key != "o/03" || string(got[0].Value) != "v3" {
+		t.Fatalf("ListChanged after compaction = %+v, %v", got, err)
+	}
+}
+
+// TestGetManyBatched: concurrent GetMany calls through a Batcher share
+// read-only transactions and each gets its own keys, missing ones at
+// version 0.
+func TestGetManyBatched(t *testing.T) {
+	srv := etcdtest.Start(t)
+	s := openT(t, testConfig(srv, "/sluice/getmany/"))
+	for i := range 50 {
+		mustTxn(t, s, nil, meta.Put(fmt.Sprintf("k/%02d", i), []byte(fmt.Sprint(i))))
+	}
+	b := meta.NewBatcher(s)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			keys := []string{fmt.Sprintf("k/%02d", i%50), fmt.Sprintf("missing/%d", i), fmt.Sprintf("k/%02d", (i+1)%50)}
+			kvs, err := b.GetMany(bg, keys)
+			if err == nil && (string(kvs[0].Value) != fmt.Sprint(i%50) || kvs[1].Version != 0 || string(kvs[2].Value) != fmt.Sprint((i+1)%50)) {
+				err = fmt.Errorf("call %d: %+v", i, kvs)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

@@ -47,13 +47,15 @@ type Store struct {
 	cli    *clientv3.Client
 	kv     clientv3.KV      // namespaced under cfg.Prefix
 	w      clientv3.Watcher // namespaced under cfg.Prefix
+	m      *metrics
 	closed atomic.Bool
 }
 
 var (
-	_ meta.Store   = (*Store)(nil)
-	_ meta.Leaser  = (*Store)(nil)
-	_ meta.Watcher = (*Store)(nil)
+	_ meta.Store        = (*Store)(nil)
+	_ meta.Leaser       = (*Store)(nil)
+	_ meta.Watcher      = (*Store)(nil)
+	_ meta.ChangeLister = (*Store)(nil)
 )
 
 // New validates cfg, connects, and checks within DialTimeout (or ctx, if
@@ -104,6 +106,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cli: cli,
 		kv:  namespace.NewKV(cli.KV, cfg.Prefix),
 		w:   namespace.NewWatcher(cli.Watcher, cfg.Prefix),
+		m:   newMetrics(cfg.Registerer),
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
@@ -126,6 +129,7 @@ func (s *Store) Get(ctx context.Context, key string) (meta.KV, error) {
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
+	s.m.reads.WithLabelValues("get").Inc()
 	resp, err := s.kv.Get(rctx, key)
 	if err != nil {
 		return meta.KV{}, s.wrapErr(ctx, rctx, what, err)
@@ -149,7 +153,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]meta.KV, error) {
 func (s *Store) list(ctx context.Context, prefix string) ([]meta.KV, int64, error) {
 	what := fmt.Sprintf("list %q", prefix)
 	for {
-		kvs, rev, err := s.listAt(ctx, what, prefix, 0)
+		kvs, rev, err := s.listAt(ctx, what, prefix, 0, 0)
 		// The revision can be compacted away between pages of a huge
 		// listing; start over at the new head.
 		if errors.Is(err, rpctypes.ErrCompacted) {
@@ -160,8 +164,9 @@ func (s *Store) list(ctx context.Context, prefix string) ([]meta.KV, int64, erro
 }
 
 // listAt lists prefix at revision rev, or at the current one if rev is 0,
-// and returns the revision it read at.
-func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]meta.KV, int64, error) {
+// and returns the revision it read at; with since > 0 only the keys
+// modified after revision since.
+func (s *Store) listAt(ctx context.Context, what, prefix string, rev, since int64) ([]meta.KV, int64, error) {
 	if err := s.check(ctx, what); err != nil {
 		return nil, 0, err
 	}
@@ -175,10 +180,16 @@ func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]m
 	var out []meta.KV
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(s.cfg.ListPageSize))}
+		if since > 0 {
+			// etcd filters before it applies the limit, so More and the
+			// last key of a page stay right.
+			opts = append(opts, clientv3.WithMinModRev(since+1))
+		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
 		rctx, cancel := s.reqCtx(ctx)
+		s.m.reads.WithLabelValues("list").Inc()
 		resp, err := s.kv.Get(rctx, from, opts...)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) {
@@ -190,6 +201,7 @@ func (s *Store) listAt(ctx context.Context, what, prefix string, rev int64) ([]m
 			return nil, 0, err
 		}
 		cancel()
+		s.m.listKeys.Add(float64(len(resp.Kvs)))
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
@@ -240,6 +252,8 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 			}
 		case meta.OpDelete:
 			eops[i] = clientv3.OpDelete(op.Key)
+		case meta.OpBump:
+			eops[i] = clientv3.OpPut(op.Key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
 		case meta.OpDeletePrefix:
 			eops[i] = clientv3.OpDelete(op.Key, clientv3.WithPrefix())
 		}
@@ -248,11 +262,15 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 	defer cancel()
 	resp, err := s.kv.Txn(rctx).If(ecmps...).Then(eops...).Else(elses...).Commit()
 	if err != nil {
-		return s.wrapErr(ctx, rctx, what, err)
+		err = s.wrapErr(ctx, rctx, what, err)
+		s.m.countTxn(cmps, ops, err)
+		return err
 	}
 	if resp.Succeeded {
+		s.m.countTxn(cmps, ops, nil)
 		return nil
 	}
+	s.m.countTxn(cmps, ops, meta.ErrConflict)
 	for i, c := range cmps {
 		var cur int64
 		if i < len(resp.Responses) {
@@ -261,7 +279,7 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 			}
 		}
 		if cur != c.Version {
-			return fmt.Errorf("meta/etcd: %w: %q is at version %d, compare wants %d", meta.ErrConflict, c.Key, cur, c.Version)
+			return fmt.Errorf("meta/etcd: %w", &meta.ConflictError{Key: c.Key, Version: cur, Want: c.Version})
 		}
 	}
 	return fmt.Errorf("meta/etcd: %w", meta.ErrConflict)
@@ -289,7 +307,7 @@ func (s *Store) validate(cmps []meta.Compare, ops []meta.Op) error {
 	}
 	for i, op := range ops {
 		switch op.Kind {
-		case meta.OpPut, meta.OpDelete:
+		case meta.OpPut, meta.OpDelete, meta.OpBump:
 			if op.Key == "" {
 				return fmt.Errorf("%w: op %d: %w: empty key", ErrInvalidTxn, i, ErrInvalidKey)
 			}
@@ -340,6 +358,9 @@ func (s *Store) wrapErr(ctx, rctx context.Context, what string, err error) error
 		return fmt.Errorf("meta/etcd: %s: %w: %w", what, ErrTxnTooLarge, err)
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		return fmt.Errorf("meta/etcd: %s: %w: %w", what, meta.ErrSessionDone, err)
+	case errors.Is(err, rpctypes.ErrKeyNotFound):
+		// A bumped key does not exist (meta.OpBump).
+		return fmt.Errorf("meta/etcd: %s: %w: %w", what, meta.ErrNotFound, err)
 	case rctx.Err() != nil:
 		// Not %w: the caller's context did not end, ours did.
 		return fmt.Errorf("meta/etcd: %s: %w: no answer from %v within %s (%v)",

@@ -22,6 +22,8 @@ func (s *Store) Watch(ctx context.Context, prefix string) ([]meta.KV, int64, <-c
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	s.m.watchSnapKey.WithLabelValues(prefix).Add(float64(len(kvs)))
+	events, bytes := s.m.watchEvents.WithLabelValues(prefix), s.m.watchBytes.WithLabelValues(prefix)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	wch := s.w.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	out := make(chan meta.WatchEvent, 64)
@@ -50,7 +52,9 @@ func (s *Store) Watch(ctx context.Context, prefix string) ([]meta.KV, int64, <-c
 				fail(err)
 				return
 			}
+			events.Add(float64(len(wr.Events)))
 			for _, ev := range wr.Events {
+				bytes.Add(float64(len(ev.Kv.Key) + len(ev.Kv.Value)))
 				we := meta.WatchEvent{Key: string(ev.Kv.Key), Revision: ev.Kv.ModRevision}
 				switch ev.Type {
 				case mvccpb.PUT:

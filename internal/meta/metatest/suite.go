@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) meta.Store, opts ...Option) {
 		{"GetMissing", testGetMissing},
 		{"PutGet", testPutGet},
 		{"Versions", testVersions},
+		{"Bump", testBump},
 		{"Compare", testCompare},
 		{"Delete", testDelete},
 		{"DeletePrefix", testDeletePrefix},
@@ -147,6 +148,23 @@ func testVersions(t *testing.T, e *env) {
 	txn(t, e.s, nil, meta.Delete("k"))
 	txn(t, e.s, nil, meta.Put("k", []byte("again")))
 	wantKV(t, e.s, "k", "again", 1) // delete resets the version
+}
+
+// testBump: a bump raises the version and keeps the value; bumping a
+// missing key fails the whole transaction with ErrNotFound.
+func testBump(t *testing.T, e *env) {
+	txn(t, e.s, nil, meta.Put("b", []byte("v")))
+	txn(t, e.s, []meta.Compare{{Key: "b", Version: 1}}, meta.Bump("b"), meta.Put("c", []byte("1")))
+	wantKV(t, e.s, "b", "v", 2)
+	if err := e.s.Txn(bg, []meta.Compare{{Key: "b", Version: 1}}, meta.Put("d", nil)); !errors.Is(err, meta.ErrConflict) {
+		t.Fatalf("compare on the old version: %v, want ErrConflict", err)
+	}
+	err := e.s.Txn(bg, nil, meta.Put("e", []byte("1")), meta.Bump("missing"))
+	if !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("bump of a missing key: %v, want ErrNotFound", err)
+	}
+	wantMissing(t, e.s, "e")
+	wantMissing(t, e.s, "missing")
 }
 
 func testCompare(t *testing.T, e *env) {

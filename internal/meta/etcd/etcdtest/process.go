@@ -176,3 +176,14 @@ func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
 		tb.Fatalf("etcdtest: %v: %v", sig, err)
 	}
 }
+
+// Pid is the process server's process id (for its CPU time and memory),
+// 0 for an embedded or stopped server.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
