@@ -36,10 +36,11 @@ is added; key, value and other headers are kept.
 Each dead letter is replayed at most once, however often replay runs: a
 replayed record and a marker keyed "<partition>/<offset>" in the compacted
 topic <dlq topic>.replayed are written in one transaction, and records with a
-marker are skipped. Readers of the destination that use read_committed never
-see a record twice, even when two replays of one dead-letter topic race (the
-later one fences the earlier). --dry-run prints what would be replayed and
-writes nothing.`,
+marker are skipped; a crash mid-replay leaves whole batches done or not.
+Do not run two replays of one dead-letter topic at once: they share a
+transactional id, so the later one aborts the earlier's open batch, but a
+batch the earlier committed after the later read the markers is written
+again. --dry-run prints what would be replayed and writes nothing.`,
 		Example: `  sluice dlq replay orders.dlq --dry-run
   sluice dlq replay orders.dlq --error-match 'timeout' --since -2h
   sluice dlq replay orders.dlq --from-offset 100 --to-offset 199 --partition 0 --to orders-reprocess`,
