@@ -37,7 +37,7 @@ const (
 // persistent --brokers/-b flag. Every call returns a fresh, independent set,
 // so tests can run commands concurrently.
 func Commands() []*cobra.Command {
-	cmds := []*cobra.Command{topicCommand(), produceCommand(), consumeCommand(), groupCommand(), txnCommand(), userCommand(), aclCommand()}
+	cmds := []*cobra.Command{topicCommand(), produceCommand(), consumeCommand(), groupCommand(), txnCommand(), userCommand(), aclCommand(), dlqCommand()}
 	for _, c := range cmds {
 		c.PersistentFlags().StringP(brokersFlag, "b", DefaultBrokers,
 			"comma-separated seed brokers (env "+BrokersEnv+" when the flag is not set)")

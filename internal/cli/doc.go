@@ -1,6 +1,9 @@
 // Package cli implements the user-facing command line tools of the sluice
 // binary: "topic" (create, list, describe, delete, alter-config), "produce"
-// (stdin lines to records) and "consume" (records to stdout, as text or JSON).
+// (stdin lines to records), "consume" (records to stdout, as text or JSON)
+// and "dlq" (list, show and replay the dead-letter topics of pkg/consumer's
+// convention, docs/retries.md; replay writes each dead letter once, through
+// a transaction with a marker in the compacted "<dlq>.replayed" topic).
 // They are meant for people without a Kafka toolbox at hand, so they speak
 // plain Kafka through franz-go (kgo and kadm) and work against any
 // Kafka-compatible broker, not only sluice.

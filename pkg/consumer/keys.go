@@ -1,0 +1,411 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keyID names one ordering lane: the records of one key of one partition
+// of a main topic, and their copies in its retry topic. Records with a null
+// key share one lane per partition.
+type keyID struct {
+	topic string // the main topic
+	p     int32
+	key   string
+	null  bool
+}
+
+// keyState is one lane. queue and running are guarded by Consumer.mu; the
+// park state (heads, held, pending) belongs to the lane's goroutine, or to
+// ensureScanned before any goroutine runs for the lane.
+type keyState struct {
+	id      keyID
+	queue   []*item
+	running bool
+	dead    atomic.Bool
+	cancel  context.CancelFunc // stops the lane's handler when its partition goes
+
+	// heads are the records of the key waiting in the retry topic, oldest
+	// first; while there is one, later records of the key wait (parking).
+	heads []head
+	// held are retry-topic records read while an older head was still
+	// waiting; they run, in order, when it is done.
+	held []*item
+	// pending counts the key's records written to the retry topic and not
+	// yet read back. While it is not zero, new records of the key are
+	// parked behind them.
+	pending int
+}
+
+type head struct {
+	id     string // Origin.ID of the record
+	marker *item  // the KindHold record, left unfinished until the head is done
+}
+
+func (ks *keyState) idle() bool { return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 }
+
+type item struct {
+	rec     *kgo.Record
+	tr      *tracker
+	seq     int64      // the record's sequence number in tr
+	info    *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
+	bad     error      // malformed convention headers
+	retry   bool       // read from a retry topic
+	counted bool       // counts in Consumer.buffered until released
+}
+
+// retryInfo is what the item's headers say, or, for a main-topic record,
+// the record as its own origin with no attempts.
+func (it *item) retryInfo() RetryInfo {
+	if it.info != nil {
+		return *it.info
+	}
+	r := it.rec
+	return RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
+}
+
+type attemptKey struct{}
+
+// attemptCtx carries the attempt number without an allocation per call: a
+// lane reuses one for all its calls, so a handler must not keep its context
+// after returning (as with any per-call context).
+type attemptCtx struct {
+	context.Context
+	n    int
+	done []*item // handled, to be marked finished in one go (flushDone)
+	seqs []int64 // flushDone's buffer
+}
+
+func (a *attemptCtx) Value(k any) any {
+	if _, ok := k.(attemptKey); ok {
+		return a.n
+	}
+	return a.Context.Value(k)
+}
+
+// Attempt is the handler run this is for the record being handled: 1 on
+// the first, counting every earlier run, blocking or from the retry topic.
+func Attempt(ctx context.Context) int {
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
+
+func (c *Consumer) release(it *item) {
+	if it.counted {
+		it.counted = false
+		c.released(1)
+	}
+}
+
+// released takes n from buffered and wakes the poll loop when that brings
+// it to half of MaxBuffered.
+func (c *Consumer) released(n int64) {
+	half := int64(c.cfg.maxBuffered / 2)
+	if now := c.buffered.Add(-n); now <= half && now+n > half {
+		select {
+		case c.space <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flushDone marks the lane's handled records finished: one tracker lock
+// per partition and batch instead of one per record. Until then they only
+// hold the commit back, which is safe.
+func (c *Consumer) flushDone(ctx *attemptCtx) {
+	if len(ctx.done) == 0 {
+		return
+	}
+	var n int64
+	for len(ctx.done) > 0 {
+		tr := ctx.done[0].tr
+		rest := ctx.done[:0]
+		seqs := ctx.seqs[:0]
+		for _, it := range ctx.done {
+			if it.tr != tr {
+				rest = append(rest, it)
+				continue
+			}
+			seqs = append(seqs, it.seq)
+			if it.counted {
+				it.counted = false
+				n++
+			}
+		}
+		tr.finishSeqs(seqs)
+		ctx.seqs = seqs
+		ctx.done = rest
+	}
+	if n > 0 {
+		c.released(n)
+	}
+}
+
+func (c *Consumer) finish(it *item) {
+	it.tr.finishSeqs([]int64{it.seq})
+	c.release(it)
+}
+
+// runKey handles a lane's records one at a time until its queue is empty.
+func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
+	defer c.wg.Done()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	ks.cancel = cancel
+	c.mu.Unlock()
+	if ks.dead.Load() {
+		cancel()
+	}
+	actx := &attemptCtx{Context: lctx}
+	stopped := lctx.Done()
+	var work []*item
+	for {
+		if len(work) == 0 {
+			c.flushDone(actx)
+			c.mu.Lock()
+			if ks.dead.Load() || len(ks.queue) == 0 {
+				ks.running = false
+				if !ks.dead.Load() && ks.idle() {
+					c.forgetLocked(ks)
+				}
+				c.mu.Unlock()
+				return
+			}
+			work, ks.queue = ks.queue, nil
+			c.mu.Unlock()
+		}
+		if len(actx.done) >= 256 {
+			c.flushDone(actx)
+		}
+		it := work[0]
+		work = work[1:]
+		select {
+		case <-stopped:
+			c.flushDone(actx) // handled: finished, even when stopping
+			c.release(it)
+			continue
+		default:
+		}
+		if ks.dead.Load() {
+			c.flushDone(actx)
+			c.release(it)
+			continue
+		}
+		if again := c.process(actx, ks, it); len(again) > 0 {
+			work = append(again, work...)
+		}
+	}
+}
+
+// process applies the parking rules to one record and handles it when it is
+// its turn. It returns held records that may now run, to go first.
+func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
+	if !it.retry {
+		if !ks.idle() && c.cfg.park && c.retryOf[ks.id.topic] != "" {
+			// An older record of the key is in the retry topic: this one
+			// queues behind it there, so the main partition moves on.
+			info := it.retryInfo()
+			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now())) {
+				ks.pending++
+				c.finish(it)
+			}
+			return nil
+		}
+		return c.handle(ctx, ks, it)
+	}
+	if ks.pending > 0 {
+		ks.pending--
+	}
+	if it.bad != nil {
+		// Not a record this convention wrote: nothing to retry by, so it
+		// is a dead letter at once.
+		return c.dead(ctx, ks, it, it.bad)
+	}
+	id := it.info.Origin.ID()
+	if it.info.Kind == KindHold {
+		for i := range ks.heads {
+			if ks.heads[i].id == id && ks.heads[i].marker == nil {
+				ks.heads[i].marker = it
+				return nil
+			}
+		}
+		c.finish(it) // its head is already done
+		return nil
+	}
+	if c.cfg.park && len(ks.heads) > 0 && ks.heads[0].id != id {
+		ks.held = append(ks.held, it)
+		return nil
+	}
+	return c.handle(ctx, ks, it)
+}
+
+// handle runs the handler up to Attempts times with backoff, then sends the
+// record to the retry or the dead-letter topic.
+func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
+	var err error
+	ran := 0
+	if it.info == nil {
+		// A main-topic record's first run, the common case, kept short:
+		// no due time, no earlier attempts.
+		ctx.n = 1
+		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
+			return nil
+		}
+		ran = 1
+	}
+	info := it.retryInfo()
+	info.Attempts += ran
+	if ran == 0 && !info.DueAt.IsZero() {
+		c.flushDone(ctx)
+		if !c.waitUntil(ctx, info.DueAt) {
+			return nil
+		}
+	}
+	for i := ran; i < c.cfg.attempts && (i == 0 || err != nil); i++ {
+		if i > 0 {
+			c.flushDone(ctx)
+			if !c.sleep(ctx, c.backoff(i)) {
+				return nil
+			}
+		}
+		info.Attempts++
+		ctx.n = info.Attempts
+		err = c.call(ctx, it.rec)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // stopping: not finished, so read again after restart
+	}
+	if err == nil {
+		if len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
+			return nil
+		}
+		c.finish(it)
+		return c.resolve(ks, info.Origin.ID())
+	}
+	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
+	rt := c.retryOf[ks.id.topic]
+	if rt == "" || deliveries > len(c.cfg.retryDelays) {
+		failed := info // its own variable: taking info's address would move it to the heap on every call
+		it.info = &failed
+		return c.dead(ctx, ks, it, err)
+	}
+	now := c.cfg.clock.Now()
+	delay := c.cfg.retryDelays[deliveries-1]
+	id := info.Origin.ID()
+	if c.cfg.park && (len(ks.heads) == 0 || ks.heads[0].id != id) {
+		// The hold marker goes first: it is readable at once even where
+		// the broker keeps the delayed retry record back, so a restart
+		// still knows the key is held.
+		if !c.send(ctx, holdRecord(it.rec, rt, info.Origin, now.Add(delay))) {
+			return nil
+		}
+		ks.heads = append([]head{{id: id}}, ks.heads...)
+		ks.pending++
+	}
+	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now)) {
+		return nil
+	}
+	ks.pending++
+	c.finish(it)
+	c.cfg.logger.Debug("record to retry topic", "id", id, "attempts", info.Attempts, "delay", delay, "err", err)
+	return nil
+}
+
+// dead writes the record to the dead-letter topic and finishes it.
+func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []*item {
+	dt := c.dlqOf[ks.id.topic]
+	info := it.retryInfo()
+	r := deadRecord(it.rec, dt, c.cfg.group, info, cause, c.cfg.clock.Now())
+	if n := c.dlqN[dt]; n > 0 {
+		r.Partition = info.Origin.Partition % n
+	}
+	if !c.send(ctx, r) {
+		return nil
+	}
+	c.finish(it)
+	c.cfg.logger.Info("record to dead-letter topic", "id", info.Origin.ID(), "attempts", info.Attempts, "err", cause)
+	return c.resolve(ks, info.Origin.ID())
+}
+
+// resolve ends the head id, if it is the key's first, and hands back the
+// records held behind it.
+func (c *Consumer) resolve(ks *keyState, id string) []*item {
+	if len(ks.heads) == 0 || ks.heads[0].id != id {
+		return nil
+	}
+	if m := ks.heads[0].marker; m != nil {
+		c.finish(m)
+	}
+	ks.heads = ks.heads[1:]
+	held := ks.held
+	ks.held = nil
+	return held
+}
+
+// call runs the handler, turning a panic into an error.
+func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	return c.handler(ctx, r)
+}
+
+// send produces r until it is acknowledged or ctx ends (false).
+func (c *Consumer) send(ctx context.Context, r *kgo.Record) bool {
+	for i := 1; ; i++ {
+		err := c.produce(ctx, r)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		c.cfg.logger.Warn("produce failed; trying again", "topic", r.Topic, "err", err)
+		if !c.sleep(ctx, c.backoff(min(i, 10))) {
+			return false
+		}
+	}
+}
+
+// backoff is the wait before blocking attempt n+1: equal jitter over an
+// exponential step.
+func (c *Consumer) backoff(n int) time.Duration {
+	d := c.cfg.backoffBase << min(n-1, 30)
+	if d <= 0 || d > c.cfg.backoffMax {
+		d = c.cfg.backoffMax
+	}
+	return d/2 + time.Duration(c.cfg.random()*float64(d/2))
+}
+
+func (c *Consumer) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.cfg.clock.After(d):
+		return true
+	}
+}
+
+// waitUntil waits for a retry's due time: brokers that ignore
+// HeaderDelayMs hand the record out at once.
+func (c *Consumer) waitUntil(ctx context.Context, due time.Time) bool {
+	if due.IsZero() {
+		return ctx.Err() == nil
+	}
+	return c.sleep(ctx, due.Sub(c.cfg.clock.Now()))
+}
