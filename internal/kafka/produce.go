@@ -38,6 +38,16 @@ type produceWork struct {
 	res         log.AppendResult
 	err         error
 	last        int64 // offset of the last record appended
+	// held waits for the delay store's append of the records taken out
+	// of the batch (Delayer.Hold): written, or durable; nil: none.
+	held func(ctx context.Context, durable bool) error
+}
+
+// Delayer holds back records that carry a delayed-delivery header
+// (internal/delay.Service): given a payload the log refused with
+// log.ErrDelayed, it appends what is due now to p and keeps the rest.
+type Delayer interface {
+	Hold(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
 }
 
 func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -148,6 +158,13 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	// the high watermark below, off the read path.
 	appendOne := func(w *produceWork) {
 		w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
+		if errors.Is(w.err, log.ErrDelayed) {
+			if d := rc.conn.srv.cfg.Delays; d != nil {
+				w.res, w.held, w.err = d.Hold(rc.ctx, w.p, w.records)
+			} else {
+				w.res, w.err = w.p.AppendHeld(rc.ctx, w.records)
+			}
+		}
 		if w.err == nil {
 			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
 		}
@@ -157,6 +174,9 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		for _, w := range work {
 			if w.err == nil {
 				w.err = w.res.WaitWritten(rc.ctx)
+			}
+			if w.err == nil && w.held != nil {
+				w.err = w.held(rc.ctx, false)
 			}
 		}
 	}
@@ -256,6 +276,9 @@ func internalTopicMessage(topic string) *string {
 // NOT_LEADER_OR_FOLLOWER: the client retries, at the new leader.
 func waitDurable(ctx context.Context, w *produceWork) error {
 	err := w.p.WaitDurable(ctx, w.res, w.last)
+	if err == nil && w.held != nil {
+		err = w.held(ctx, true)
+	}
 	if err != nil && ctx.Err() != nil && ctx.Err() != context.DeadlineExceeded {
 		return log.ErrClosed // the connection is closing
 	}

@@ -71,7 +71,7 @@ func (s *InternalTopic) Append(ctx context.Context, p int32, batch []byte) (int6
 	if err != nil {
 		return 0, err
 	}
-	res, err := part.append(ctx, batch, untilDurable, true)
+	res, err := part.append(ctx, batch, untilDurable, appendInternal)
 	if err != nil {
 		return 0, err
 	}

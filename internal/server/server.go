@@ -38,6 +38,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/log"
@@ -59,6 +60,7 @@ type Server struct {
 	engine    *log.Engine
 	groups    *group.Coordinator
 	txns      *txn.Coordinator
+	delays    *delay.Service
 	kafka     *kafka.Server
 	ln        net.Listener // the first Kafka listener
 	lns       []net.Listener
@@ -150,6 +152,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults
+	lcfg.DetectDelay = cfg.Delay.Enabled && glue == nil
 	if glue != nil {
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
@@ -350,10 +353,20 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
+	var delays *delay.Service
+	if err == nil && lcfg.DetectDelay {
+		delays, err = startDelays(ctx, cfg, engine, reg, logger)
+		if delays != nil {
+			kcfg.Delays = delays
+		}
+	}
 	if err == nil {
 		err = kcfg.Validate() // config.Validate has checked the keys already
 	}
 	if err != nil {
+		if delays != nil {
+			delays.Close()
+		}
 		txns.Close()
 		groups.Close()
 		closeLns()
@@ -364,7 +377,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID}
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays}
 	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
@@ -420,6 +433,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+		if delays != nil {
+			mux.Handle("/v1/delay/", delays.Handler())
+		}
 		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.adminLn = aln
 		go s.admin.Serve(aln)
@@ -483,6 +499,9 @@ func (s *Server) Close() error {
 		s.admin.Close()
 	}
 	s.kafka.Close()
+	if s.delays != nil {
+		s.delays.Close()
+	}
 	s.txns.Close()
 	s.groups.Close()
 	if s.markerClient != nil {
@@ -704,4 +723,23 @@ func kafkaUnlimited(n int32) string {
 		n = math.MaxInt32
 	}
 	return strconv.Itoa(int(n))
+}
+
+// startDelays starts delayed delivery: the store is created and every
+// partition of it loads in the background (single node).
+func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger) (*delay.Service, error) {
+	dcfg := delay.DefaultConfig()
+	dcfg.Partitions = cfg.Delay.StorePartitions
+	dcfg.MaxDelay = cfg.Delay.MaxDelay
+	dcfg.Horizon = cfg.Delay.Horizon
+	dcfg.MemoryEntries = cfg.Delay.MemoryEntries
+	d, err := delay.New(dcfg, engine, reg, logger.With("component", "delay"))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Start(ctx, false); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }

@@ -1,0 +1,107 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
+
+// scanBytes is how much one read of a store partition asks for.
+const scanBytes = 1 << 20
+
+// scanLog calls fn for every record of p in [from, to), in offset order.
+// The store is written by the broker only, uncompressed.
+func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off int64, key, value []byte) error) error {
+	for off := max(from, p.LogStartOffset()); off < to; {
+		rr, err := p.Read(ctx, off, scanBytes, true)
+		if err != nil {
+			return err
+		}
+		if len(rr.Records) == 0 {
+			return nil
+		}
+		b := rr.Records
+		moved := false
+		for len(b) > 0 {
+			size, err := batch.Size(b)
+			if err != nil || size > len(b) {
+				break // a partial batch at the end of the read
+			}
+			h, recs, err := batch.Records(b[:size])
+			if err != nil {
+				return fmt.Errorf("delay: reading %s at %d: %w", p, h.BaseOffset, err)
+			}
+			b = b[size:]
+			if h.IsControl() {
+				off = max(off, h.LastOffset()+1)
+				moved = true
+				continue
+			}
+			for i := range recs {
+				o := h.BaseOffset + int64(recs[i].OffsetDelta)
+				if o < off || o >= to {
+					continue
+				}
+				if err := fn(o, recs[i].Key, recs[i].Value); err != nil {
+					return err
+				}
+			}
+			if last := h.LastOffset() + 1; last > off {
+				off, moved = last, true
+			}
+		}
+		if !moved {
+			return fmt.Errorf("delay: reading %s at %d made no progress", p, off)
+		}
+	}
+	return nil
+}
+
+// jumpGap: a reader of entries skips a gap of more records than this by
+// reading from the next entry's offset instead of through the gap.
+const jumpGap = 4096
+
+// readEntries reads the entries at the given store offsets (ascending);
+// an offset with no entry (never, unless the log was cut) is left out.
+func readEntries(ctx context.Context, p *log.Partition, offs []int64) (map[int64]Entry, error) {
+	out := make(map[int64]Entry, len(offs))
+	for i := 0; i < len(offs); {
+		from := offs[i]
+		to := offs[len(offs)-1] + 1
+		err := scanLog(ctx, p, from, to, func(off int64, key, value []byte) error {
+			for i < len(offs) && offs[i] < off {
+				i++ // missing
+			}
+			if i < len(offs) && offs[i]-off > jumpGap {
+				return errStop // far ahead: read from there instead
+			}
+			if i < len(offs) && offs[i] == off {
+				e, err := DecodeEntry(value)
+				if err != nil {
+					return err
+				}
+				out[off] = e
+				i++
+			}
+			if i >= len(offs) {
+				return errStop
+			}
+			return nil
+		})
+		if err != nil && err != errStop {
+			return nil, err
+		}
+		if i < len(offs) && offs[i] == from {
+			i++ // not in the log at all
+		}
+	}
+	return out, nil
+}
+
+type stopErr struct{}
+
+func (stopErr) Error() string { return "stop" }
+
+var errStop error = stopErr{}

@@ -1,0 +1,210 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
+
+// ErrNotOwned: the store partition for a target is not run by this broker.
+var ErrNotOwned = errors.New("delay: the delay store partition is not led here")
+
+// Service holds delayed records and delivers them when due.
+type Service struct {
+	cfg   Config
+	e     *log.Engine
+	store *log.InternalTopic
+	log   *slog.Logger
+	m     *metrics
+
+	mu    sync.Mutex
+	n     int32 // store partitions, 0 until Start
+	parts map[int32]*part
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// New makes the service over e. Start runs it.
+func New(cfg Config, e *log.Engine, reg prometheus.Registerer, logger *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, e: e, store: log.NewInternalTopic(e, Topic), log: logger, parts: map[int32]*part{}}
+	s.m = newMetrics(reg, s.pending)
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func (s *Service) now() int64 { return s.cfg.Now().UnixMilli() }
+
+// Start creates the store if needed and, on a single node, runs every
+// store partition (owned ones: explicit is true in cluster mode, where
+// OwnPartition starts each).
+func (s *Service) Start(ctx context.Context, explicit bool) error {
+	n, err := s.store.Create(ctx, s.cfg.Partitions)
+	if err != nil {
+		return fmt.Errorf("delay: creating %s: %w", Topic, err)
+	}
+	s.mu.Lock()
+	s.n = n
+	s.mu.Unlock()
+	if !explicit {
+		for i := range n {
+			s.OwnPartition(i)
+		}
+	}
+	return nil
+}
+
+// OwnPartition starts running store partition i (this broker leads it).
+func (s *Service) OwnPartition(i int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[i] != nil || s.ctx.Err() != nil {
+		return
+	}
+	sp, err := s.e.Partition(Topic, i)
+	if err != nil {
+		s.log.Error("delay store partition missing", "partition", i, "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	p := newPart(s, i, sp, cancel)
+	s.parts[i] = p
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		p.run(ctx)
+	}()
+}
+
+// ReleasePartition stops running store partition i (leadership moved).
+func (s *Service) ReleasePartition(i int32) {
+	s.mu.Lock()
+	p := s.parts[i]
+	delete(s.parts, i)
+	s.mu.Unlock()
+	if p != nil {
+		p.cancel()
+		<-p.done
+	}
+}
+
+// Close stops every worker.
+func (s *Service) Close() {
+	s.stop()
+	s.wg.Wait()
+}
+
+func (s *Service) partFor(t Target) (*part, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return nil, fmt.Errorf("%w: the delay store is not started", ErrNotOwned)
+	}
+	i := StorePartition(t, s.n)
+	if p := s.parts[i]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s-%d (for %s)", ErrNotOwned, Topic, i, t)
+}
+
+func (s *Service) owned() []*part {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*part, 0, len(s.parts))
+	for _, p := range s.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (s *Service) pending() float64 {
+	n := int64(0)
+	for _, p := range s.owned() {
+		n += p.pendingCount()
+	}
+	return float64(n)
+}
+
+// Hold is the produce path's answer to log.ErrDelayed: it appends the
+// payload to p with its delayed records taken out (see split) and appends
+// those to the store partition of p. The result is the target append's
+// (its base offset is what the produce response reports); wait waits for
+// the store append too: written (durable false, acks=1) or durable (acks
+// all). A refused payload keeps nothing.
+func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (res log.AppendResult, wait func(ctx context.Context, durable bool) error, err error) {
+	now := s.now()
+	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords)
+	if err != nil {
+		var re *batch.RecordErrors
+		if errors.As(err, &re) {
+			return res, nil, fmt.Errorf("%w: %w", log.ErrInvalidRecord, err)
+		}
+		return res, nil, err
+	}
+	if kept == nil {
+		res, err = p.AppendHeld(ctx, payload)
+		return res, nil, err
+	}
+	t := Target{Topic: p.Topic(), Partition: p.ID()}
+	sp, err := s.partFor(t)
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, err)
+	}
+	res, err = p.AppendHeld(ctx, kept)
+	if err != nil {
+		return res, nil, err
+	}
+	// Each kept batch starts where the previous one's offsets end.
+	var bases []int64
+	for b, off := kept, res.BaseOffset; len(b) > 0; {
+		size, _ := batch.Size(b)
+		bases = append(bases, off)
+		off += int64(int32(uint32(b[batch.OffLastOffsetDelta])<<24|uint32(b[batch.OffLastOffsetDelta+1])<<16|
+			uint32(b[batch.OffLastOffsetDelta+2])<<8|uint32(b[batch.OffLastOffsetDelta+3]))) + 1
+		b = b[size:]
+	}
+	recs := make([]kmsg.Record, len(hs))
+	for i := range hs {
+		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}
+	}
+	sb, err := batch.Build(0, now, recs)
+	if err != nil {
+		return res, nil, err
+	}
+	sres, err := sp.p.AppendHeld(ctx, sb)
+	if err != nil {
+		return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
+	}
+	es := make([]*entry, len(hs))
+	for i := range hs {
+		es[i] = &entry{due: hs[i].e.Due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
+	}
+	sp.add(t, es)
+	s.m.held.Add(float64(len(hs)))
+	last := sres.BaseOffset + int64(len(hs)) - 1
+	wait = func(ctx context.Context, durable bool) error {
+		if durable {
+			return sp.p.WaitDurable(ctx, sres, last)
+		}
+		return sres.WaitWritten(ctx)
+	}
+	return res, wait, nil
+}
