@@ -45,7 +45,7 @@ func (p *part) cancel1(ctx context.Context, t Target, off int64) error {
 		// Not indexed: beyond the horizon, or not there at all.
 		key := string(EntryKey(t, off))
 		live := false
-		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_ int64, k, v []byte) error {
+		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
 			if string(k) == key {
 				live = v != nil
 			}
@@ -62,6 +62,7 @@ func (p *part) cancel1(ctx context.Context, t Target, off int64) error {
 		return err
 	}
 	p.mu.Lock()
+	p.finished[entryID{x, off}] = p.s.now()
 	if e != nil {
 		e.gone = true
 		delete(p.index, entryID{x, off})
@@ -115,7 +116,7 @@ func (s *Service) CancelMessageID(ctx context.Context, topic, id string) ([]Canc
 
 func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, error) {
 	live := map[string]Cancelled{}
-	err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_ int64, k, v []byte) error {
+	err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
 		kind, t, off, err := ParseKey(k)
 		if err != nil || kind != kindEntry || (topic != "" && t.Topic != topic) {
 			return nil
@@ -158,6 +159,7 @@ func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, err
 	}
 	p.mu.Lock()
 	for _, id := range ids {
+		p.finished[id] = p.s.now()
 		if e := p.index[id]; e != nil {
 			e.gone = true
 			delete(p.index, id)
@@ -203,7 +205,7 @@ func (s *Service) Stats(ctx context.Context, topic string) ([]TopicStats, error)
 	now := s.now()
 	live := map[string]int64{}
 	for _, p := range s.owned() {
-		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_ int64, k, v []byte) error {
+		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
 			kind, t, _, err := ParseKey(k)
 			if err != nil || kind != kindEntry || (topic != "" && t.Topic != topic) {
 				return nil

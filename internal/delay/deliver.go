@@ -233,6 +233,7 @@ func (p *part) finish(es []*entry, dropped bool) {
 			delete(p.index, id)
 		}
 		p.tombs = append(p.tombs, id)
+		p.finished[id] = now
 	}
 	p.mu.Unlock()
 	if dropped {

@@ -40,6 +40,7 @@ func (p *part) scan(ctx context.Context, first bool) error {
 	}
 	loc := map[entryID]*entry{}
 	markers := map[*target]Marker{}
+	finished := map[entryID]int64{}
 	farMin, farCount := int64(math.MaxInt64), int64(0)
 	shrink := func() {
 		dues := make([]int64, 0, len(loc))
@@ -57,7 +58,7 @@ func (p *part) scan(ctx context.Context, first bool) error {
 		}
 	}
 	hw := p.p.HighWatermark()
-	err := scanLog(ctx, p.p, 0, hw, func(off int64, key, value []byte) error {
+	err := scanLog(ctx, p.p, 0, hw, func(off, ts int64, key, value []byte) error {
 		kind, t, res, err := ParseKey(key)
 		if err != nil {
 			p.s.log.Warn("delay store: skipping a record", "partition", p.id, "offset", off, "err", err)
@@ -74,6 +75,9 @@ func (p *part) scan(ctx context.Context, first bool) error {
 		}
 		id := entryID{x, res}
 		if value == nil {
+			if first && ts >= now-finishedKeep.Milliseconds() {
+				finished[id] = ts
+			}
 			if loc[id] != nil {
 				delete(loc, id)
 			} else if farCount > 0 {
@@ -121,9 +125,13 @@ func (p *part) scan(ctx context.Context, first bool) error {
 			p.w.put(e)
 		}
 		p.loaded = true
+		for id, ts := range finished {
+			p.finished[id] = ts
+		}
 		for x, m := range markers {
 			p.resume(x, m)
 		}
+		close(p.ready)
 	}
 	p.farMin = min(p.farMin, farMin)
 	p.farCount += farCount

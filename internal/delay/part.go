@@ -22,6 +22,7 @@ type part struct {
 	pid    int64
 	cancel context.CancelFunc
 	done   chan struct{}
+	ready  chan struct{} // closed once the first scan is in the index
 	wake   chan struct{}
 	ops    chan func(context.Context)
 
@@ -36,13 +37,41 @@ type part struct {
 	lastScan time.Time
 	scanDur  time.Duration
 	tombs    []entryID // delivered or cancelled, tombstone not yet written
+	// finished holds the entries delivered or cancelled in the last
+	// finishedKeep (ms when), so that an idempotent producer's retry of a
+	// batch whose records were delivered meanwhile does not hold them again.
+	finished map[entryID]int64
+}
+
+// finishedKeep is how long finished remembers an entry: longer than any
+// producer keeps retrying a batch (delivery.timeout.ms, 2 minutes by
+// default).
+const finishedKeep = 15 * time.Minute
+
+// known reports whether t's entry at res is pending or recently finished.
+func (p *part) known(x *target, res int64) bool {
+	id := entryID{x, res}
+	if p.index[id] != nil {
+		return true
+	}
+	_, ok := p.finished[id]
+	return ok
+}
+
+// prune forgets finished entries older than finishedKeep; mu held.
+func (p *part) prune(now int64) {
+	for id, ts := range p.finished {
+		if ts < now-finishedKeep.Milliseconds() {
+			delete(p.finished, id)
+		}
+	}
 }
 
 func newPart(s *Service, id int32, p *log.Partition, cancel context.CancelFunc) *part {
 	now := s.now()
 	return &part{s: s, id: id, p: p, pid: ProducerIDBase + int64(id), cancel: cancel,
-		done: make(chan struct{}), wake: make(chan struct{}, 1), ops: make(chan func(context.Context)),
-		targets: map[Target]*target{}, index: map[entryID]*entry{},
+		done: make(chan struct{}), ready: make(chan struct{}), wake: make(chan struct{}, 1), ops: make(chan func(context.Context)),
+		targets: map[Target]*target{}, index: map[entryID]*entry{}, finished: map[entryID]int64{},
 		w:      newWheel(s.cfg.Tick.Milliseconds(), 512, now, (s.cfg.MaxDelay + s.cfg.Horizon).Milliseconds()),
 		cutoff: math.MaxInt64, farMin: math.MaxInt64}
 }
@@ -125,6 +154,7 @@ func (p *part) run(ctx context.Context) {
 	}
 	tick := p.s.cfg.Tick
 	var due []*entry
+	lastPrune := p.s.now()
 	for ctx.Err() == nil {
 		if !p.flushTombs(ctx) {
 			sleep(ctx, 200*time.Millisecond)
@@ -134,6 +164,10 @@ func (p *part) run(ctx context.Context) {
 		now := p.s.now()
 		hw := p.p.HighWatermark()
 		p.mu.Lock()
+		if now-lastPrune > time.Minute.Milliseconds() {
+			p.prune(now)
+			lastPrune = now
+		}
 		due = p.w.expire(now, due[:0])
 		// An entry is delivered only once its store record is durable: a
 		// crash must not take back a record that was already delivered.
@@ -239,4 +273,19 @@ func (p *part) evict() {
 		}
 	}
 	p.cutoff = min(p.cutoff, cut)
+}
+
+// unknown keeps the held records of a retried batch that the store has
+// neither pending nor recently finished.
+func (p *part) unknown(t Target, hs []held, bases []int64) []held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.target(t)
+	out := hs[:0]
+	for _, h := range hs {
+		if !p.known(x, bases[h.batch]+int64(h.delta)) {
+			out = append(out, h)
+		}
+	}
+	return out
 }

@@ -13,7 +13,7 @@ const scanBytes = 1 << 20
 
 // scanLog calls fn for every record of p in [from, to), in offset order.
 // The store is written by the broker only, uncompressed.
-func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off int64, key, value []byte) error) error {
+func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off, ts int64, key, value []byte) error) error {
 	for off := max(from, p.LogStartOffset()); off < to; {
 		rr, err := p.Read(ctx, off, scanBytes, true)
 		if err != nil {
@@ -44,7 +44,7 @@ func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off 
 				if o < off || o >= to {
 					continue
 				}
-				if err := fn(o, recs[i].Key, recs[i].Value); err != nil {
+				if err := fn(o, batch.RecordTimestamp(&h, &recs[i]), recs[i].Key, recs[i].Value); err != nil {
 					return err
 				}
 			}
@@ -70,7 +70,7 @@ func readEntries(ctx context.Context, p *log.Partition, offs []int64) (map[int64
 	for i := 0; i < len(offs); {
 		from := offs[i]
 		to := offs[len(offs)-1] + 1
-		err := scanLog(ctx, p, from, to, func(off int64, key, value []byte) error {
+		err := scanLog(ctx, p, from, to, func(off, _ int64, key, value []byte) error {
 			for i < len(offs) && offs[i] < off {
 				i++ // missing
 			}

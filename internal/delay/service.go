@@ -181,6 +181,23 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 			uint32(b[batch.OffLastOffsetDelta+2])<<8|uint32(b[batch.OffLastOffsetDelta+3]))) + 1
 		b = b[size:]
 	}
+	if res.Duplicate() {
+		// A retry of a batch already appended: its held records are in
+		// the store, unless the crash that made the producer retry came
+		// before they were durable. Those pending or recently delivered
+		// are not held again.
+		select {
+		case <-sp.ready:
+		case <-sp.done:
+			return res, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, ErrNotOwned)
+		case <-ctx.Done():
+			return res, nil, ctx.Err()
+		}
+		hs = sp.unknown(t, hs, bases)
+		if len(hs) == 0 {
+			return res, nil, nil
+		}
+	}
 	recs := make([]kmsg.Record, len(hs))
 	for i := range hs {
 		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}

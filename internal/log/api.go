@@ -81,6 +81,11 @@ type AppendResult struct {
 	g *wal.Group
 }
 
+// Duplicate reports whether the append was an idempotent producer's retry
+// of a batch already in the log: nothing was appended, and BaseOffset is
+// the original's.
+func (r AppendResult) Duplicate() bool { return r.g == nil }
+
 // WaitWritten blocks until the WAL group holding r's batch is written (not
 // yet synced): what Append with acks 1 waits for. After AppendAsync it lets
 // one goroutine place many partitions' batches in one group and then wait

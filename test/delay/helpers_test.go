@@ -21,6 +21,7 @@ type seen struct {
 	partition int32
 	offset    int64
 	at        time.Time // when the consumer got it
+	ts        time.Time // the record's timestamp
 	headers   map[string]string
 }
 
@@ -49,7 +50,7 @@ func consume(t testing.TB, addr, topic string) *consumer {
 					h[x.Key] = string(x.Value)
 				}
 				c.mu.Lock()
-				c.recs[string(r.Value)] = append(c.recs[string(r.Value)], seen{r.Partition, r.Offset, now, h})
+				c.recs[string(r.Value)] = append(c.recs[string(r.Value)], seen{r.Partition, r.Offset, now, r.Timestamp, h})
 				c.mu.Unlock()
 			})
 		}
