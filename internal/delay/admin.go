@@ -20,7 +20,7 @@ var (
 // Cancel cancels the pending record that produce reported at offset off
 // of t.
 func (s *Service) Cancel(ctx context.Context, t Target, off int64) error {
-	p, err := s.partFor(t)
+	p, err := s.partFor(ctx, t)
 	if err != nil {
 		return err
 	}

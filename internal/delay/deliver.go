@@ -58,9 +58,20 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 				continue
 			}
 			x.nextSeq = 0
-			for _, pi := range tp.Producers() {
-				if pi.ProducerID == p.pid && pi.Epoch == 0 && pi.LastSequence >= 0 {
-					x.nextSeq = incSeq(pi.LastSequence, 1)
+			if !tp.Led() && p.s.remote != nil {
+				last, ok, err := p.s.remote.lastSeq(ctx, x.Target, p.pid)
+				if err != nil {
+					back = append(back, es...)
+					continue
+				}
+				if ok {
+					x.nextSeq = incSeq(last, 1)
+				}
+			} else {
+				for _, pi := range tp.Producers() {
+					if pi.ProducerID == p.pid && pi.Epoch == 0 && pi.LastSequence >= 0 {
+						x.nextSeq = incSeq(pi.LastSequence, 1)
+					}
 				}
 			}
 			x.seqKnown = true
@@ -162,7 +173,7 @@ func (p *part) build(ctx context.Context, chunks []*chunk) error {
 		for i, e := range c.es {
 			v := got[e.off]
 			recs = append(recs, kmsg.Record{OffsetDelta: int32(i), TimestampDelta64: v.Due - first,
-				Key: v.Key, Value: v.Value, Headers: v.Headers})
+				Key: v.Key, Value: v.Value, Headers: stripDelay(v.Headers)})
 		}
 		h := batch.Header{Magic: 2, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: first, MaxTimestamp: first,
 			ProducerID: p.pid, ProducerEpoch: 0, BaseSequence: c.firstSeq, LeaderEpoch: -1}
@@ -187,13 +198,21 @@ func (p *part) send(ctx context.Context, chunks []*chunk) {
 	for i, c := range chunks {
 		out[i].c = c
 		out[i].tp, out[i].err = p.s.e.Partition(c.t.Topic, c.t.Partition)
-		if out[i].err == nil {
-			out[i].res, out[i].err = out[i].tp.AppendHeld(ctx, c.batch)
+		if out[i].err != nil {
+			continue
 		}
+		if !out[i].tp.Led() && p.s.remote != nil {
+			// Led by another broker: a Produce with the same producer id
+			// and sequences, deduplicated there as here.
+			_, out[i].err = p.s.remote.produce(ctx, c.t.Topic, c.t.Partition, c.batch)
+			out[i].tp = nil
+			continue
+		}
+		out[i].res, out[i].err = out[i].tp.AppendHeld(ctx, c.batch)
 	}
 	for i := range out {
 		o := &out[i]
-		if o.err == nil {
+		if o.err == nil && o.tp != nil {
 			o.err = o.tp.WaitDurable(ctx, o.res, o.res.BaseOffset+int64(len(o.c.es))-1)
 		}
 		switch {
@@ -310,4 +329,16 @@ func (p *part) hasRetries() bool {
 		}
 	}
 	return len(p.tombs) > 0
+}
+
+// stripDelay drops the delay headers from a delivered record: it is due,
+// and a broker it is produced to (cluster mode) must not hold it again.
+func stripDelay(hs []kmsg.Header) []kmsg.Header {
+	out := hs[:0:0]
+	for _, h := range hs {
+		if h.Key != HeaderDeliverAt && h.Key != HeaderDelayMs {
+			out = append(out, h)
+		}
+	}
+	return out
 }

@@ -25,6 +25,9 @@ type Service struct {
 	store *log.InternalTopic
 	log   *slog.Logger
 	m     *metrics
+	// remote reaches partitions led by other brokers (cluster mode; nil
+	// on a single node).
+	remote *Remote
 
 	mu    sync.Mutex
 	n     int32 // store partitions, 0 until Start
@@ -53,23 +56,49 @@ func New(cfg Config, e *log.Engine, reg prometheus.Registerer, logger *slog.Logg
 
 func (s *Service) now() int64 { return s.cfg.Now().UnixMilli() }
 
+// SetRemote gives the service its way to other brokers (cluster mode);
+// call before Start.
+func (s *Service) SetRemote(r *Remote) { s.remote = r }
+
 // Start creates the store if needed and, on a single node, runs every
 // store partition (owned ones: explicit is true in cluster mode, where
 // OwnPartition starts each).
 func (s *Service) Start(ctx context.Context, explicit bool) error {
-	n, err := s.store.Create(ctx, s.cfg.Partitions)
+	if explicit {
+		return nil // the store is created on first use, as Kafka's offsets topic
+	}
+	n, err := s.storeN(ctx, true)
 	if err != nil {
-		return fmt.Errorf("delay: creating %s: %w", Topic, err)
+		return err
+	}
+	for i := range n {
+		s.OwnPartition(i)
+	}
+	return nil
+}
+
+// storeN is the store's partition count, creating the store if asked.
+func (s *Service) storeN(ctx context.Context, create bool) (int32, error) {
+	s.mu.Lock()
+	n := s.n
+	s.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	if t, ok := s.e.Topic(Topic); ok {
+		n = t.Partitions
+	} else if !create {
+		return 0, fmt.Errorf("%w: %s does not exist", ErrNotOwned, Topic)
+	} else {
+		var err error
+		if n, err = s.store.Create(ctx, s.cfg.Partitions); err != nil {
+			return 0, fmt.Errorf("delay: creating %s: %w", Topic, err)
+		}
 	}
 	s.mu.Lock()
 	s.n = n
 	s.mu.Unlock()
-	if !explicit {
-		for i := range n {
-			s.OwnPartition(i)
-		}
-	}
-	return nil
+	return n, nil
 }
 
 // OwnPartition starts running store partition i (this broker leads it).
@@ -112,13 +141,14 @@ func (s *Service) Close() {
 	s.wg.Wait()
 }
 
-func (s *Service) partFor(t Target) (*part, error) {
+func (s *Service) partFor(ctx context.Context, t Target) (*part, error) {
+	n, err := s.storeN(ctx, true)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n == 0 {
-		return nil, fmt.Errorf("%w: the delay store is not started", ErrNotOwned)
-	}
-	i := StorePartition(t, s.n)
+	i := StorePartition(t, n)
 	if p := s.parts[i]; p != nil {
 		return p, nil
 	}
@@ -164,8 +194,8 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 		return res, nil, err
 	}
 	t := Target{Topic: p.Topic(), Partition: p.ID()}
-	sp, err := s.partFor(t)
-	if err != nil {
+	sp, err := s.partFor(ctx, t)
+	if err != nil && (s.remote == nil || !errors.Is(err, ErrNotOwned)) {
 		return res, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, err)
 	}
 	res, err = p.AppendHeld(ctx, kept)
@@ -180,6 +210,12 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 		off += int64(int32(uint32(b[batch.OffLastOffsetDelta])<<24|uint32(b[batch.OffLastOffsetDelta+1])<<16|
 			uint32(b[batch.OffLastOffsetDelta+2])<<8|uint32(b[batch.OffLastOffsetDelta+3]))) + 1
 		b = b[size:]
+	}
+	if sp == nil {
+		// The store partition is led by another broker: forwarded there,
+		// acks=all, before the produce is answered.
+		err := s.forward(ctx, t, now, hs, bases)
+		return res, nil, err
 	}
 	if res.Duplicate() {
 		// A retry of a batch already appended: its held records are in
@@ -198,11 +234,7 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 			return res, nil, nil
 		}
 	}
-	recs := make([]kmsg.Record, len(hs))
-	for i := range hs {
-		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}
-	}
-	sb, err := batch.Build(0, now, recs)
+	sb, err := storeBatch(t, now, hs, bases)
 	if err != nil {
 		return res, nil, err
 	}
@@ -224,4 +256,28 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 		return sres.WaitWritten(ctx)
 	}
 	return res, wait, nil
+}
+
+// storeBatch encodes held records as entries of the store.
+func storeBatch(t Target, now int64, hs []held, bases []int64) ([]byte, error) {
+	recs := make([]kmsg.Record, len(hs))
+	for i := range hs {
+		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}
+	}
+	return batch.Build(0, now, recs)
+}
+
+// forward sends held records to the broker leading t's store partition.
+func (s *Service) forward(ctx context.Context, t Target, now int64, hs []held, bases []int64) error {
+	sb, err := storeBatch(t, now, hs, bases)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	i := StorePartition(t, s.n)
+	s.mu.Unlock()
+	if _, err := s.remote.produce(ctx, Topic, i, sb); err != nil {
+		return fmt.Errorf("%w: delay: forwarding held records: %w", log.ErrNotLeader, err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -108,6 +109,7 @@ type clusterGlue struct {
 	engine *log.Engine
 	groups *group.Coordinator
 	txns   *txn.Coordinator
+	delays *delay.Service // nil when delayed delivery is off
 	logger *slog.Logger
 	self   broker.Node
 
@@ -179,6 +181,10 @@ func (g *clusterGlue) Acquire(ctx context.Context, tp cluster.TopicPartition, ep
 		return g.groups.OwnPartition(ctx, tp.Partition, epoch)
 	case txn.Topic:
 		return g.txns.OwnPartition(ctx, tp.Partition, epoch)
+	case delay.Topic:
+		if g.delays != nil {
+			g.delays.OwnPartition(tp.Partition)
+		}
 	}
 	return nil
 }
@@ -199,6 +205,10 @@ func (g *clusterGlue) Release(tp cluster.TopicPartition, fenced bool) {
 		g.groups.DisownPartition(tp.Partition)
 	case txn.Topic:
 		g.txns.DisownPartition(tp.Partition)
+	case delay.Topic:
+		if g.delays != nil {
+			g.delays.ReleasePartition(tp.Partition)
+		}
 	}
 	g.engine.Release(tp.Topic, tp.Partition, fenced)
 }

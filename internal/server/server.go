@@ -54,24 +54,26 @@ import (
 
 // Server is a running node.
 type Server struct {
-	cfg       config.Config
-	logger    *slog.Logger
-	md        meta.Store
-	engine    *log.Engine
-	groups    *group.Coordinator
-	txns      *txn.Coordinator
-	delays    *delay.Service
-	kafka     *kafka.Server
-	ln        net.Listener // the first Kafka listener
-	lns       []net.Listener
-	admin     *http.Server
-	adminLn   net.Listener
-	cancel    context.CancelFunc
-	done      chan error
-	startDur  time.Duration
-	clusterID string
-	node      *cluster.Node // cluster mode only
-	watching  chan struct{} // closed when the dynamic config watch ends
+	cfg    config.Config
+	logger *slog.Logger
+	md     meta.Store
+	engine *log.Engine
+	groups *group.Coordinator
+	txns   *txn.Coordinator
+	delays *delay.Service
+	// delayClient reaches other brokers for the delay service (cluster).
+	delayClient *kgo.Client
+	kafka       *kafka.Server
+	ln          net.Listener // the first Kafka listener
+	lns         []net.Listener
+	admin       *http.Server
+	adminLn     net.Listener
+	cancel      context.CancelFunc
+	done        chan error
+	startDur    time.Duration
+	clusterID   string
+	node        *cluster.Node // cluster mode only
+	watching    chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
 }
@@ -152,7 +154,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults
-	lcfg.DetectDelay = cfg.Delay.Enabled && glue == nil
+	lcfg.DetectDelay = cfg.Delay.Enabled
 	if glue != nil {
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
@@ -353,9 +355,20 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
-	var delays *delay.Service
+	var (
+		delays      *delay.Service
+		delayClient *kgo.Client
+	)
 	if err == nil && lcfg.DetectDelay {
-		delays, err = startDelays(ctx, cfg, engine, reg, logger)
+		if glue != nil {
+			// Held records for a store partition led elsewhere, and due
+			// records for partitions led elsewhere, go to those brokers.
+			delayClient, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(interAddr), kgo.MetadataMinAge(200 * time.Millisecond),
+				kgo.ClientID(delay.ForwardClientID), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}, interOpts...)...)
+		}
+		if err == nil {
+			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient)
+		}
 		if delays != nil {
 			kcfg.Delays = delays
 		}
@@ -367,6 +380,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		if delays != nil {
 			delays.Close()
 		}
+		if delayClient != nil {
+			delayClient.Close()
+		}
 		txns.Close()
 		groups.Close()
 		closeLns()
@@ -377,7 +393,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays}
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays, delayClient: delayClient}
 	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
@@ -401,7 +417,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}()
 
 	if glue != nil {
-		glue.engine, glue.groups, glue.txns = engine, groups, txns
+		glue.engine, glue.groups, glue.txns, glue.delays = engine, groups, txns, delays
 		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: endpoints}
 		var ceps []cluster.Endpoint
 		for _, e := range endpoints {
@@ -501,6 +517,9 @@ func (s *Server) Close() error {
 	s.kafka.Close()
 	if s.delays != nil {
 		s.delays.Close()
+	}
+	if s.delayClient != nil {
+		s.delayClient.Close()
 	}
 	s.txns.Close()
 	s.groups.Close()
@@ -725,9 +744,10 @@ func kafkaUnlimited(n int32) string {
 	return strconv.Itoa(int(n))
 }
 
-// startDelays starts delayed delivery: the store is created and every
-// partition of it loads in the background (single node).
-func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger) (*delay.Service, error) {
+// startDelays starts delayed delivery. On a single node the store is
+// created and every partition of it loads in the background; in a cluster
+// (remote set) each store partition runs where it is led (clusterGlue).
+func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client) (*delay.Service, error) {
 	dcfg := delay.DefaultConfig()
 	dcfg.Partitions = cfg.Delay.StorePartitions
 	dcfg.MaxDelay = cfg.Delay.MaxDelay
@@ -737,7 +757,10 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Start(ctx, false); err != nil {
+	if remote != nil {
+		d.SetRemote(delay.NewRemote(remote))
+	}
+	if err := d.Start(ctx, remote != nil); err != nil {
 		d.Close()
 		return nil, err
 	}
