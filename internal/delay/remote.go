@@ -154,3 +154,15 @@ func (s *Service) partByID(i int32) (*part, error) {
 	}
 	return nil, fmt.Errorf("%w: %s-%d", ErrNotOwned, Topic, i)
 }
+
+// retriable reports whether a remote error may pass (leadership moving).
+func retriable(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	return true
+}

@@ -276,8 +276,19 @@ func (s *Service) forward(ctx context.Context, t Target, now int64, hs []held, b
 	s.mu.Lock()
 	i := StorePartition(t, s.n)
 	s.mu.Unlock()
-	if _, err := s.remote.produce(ctx, Topic, i, sb); err != nil {
-		return fmt.Errorf("%w: delay: forwarding held records: %w", log.ErrNotLeader, err)
+	// Leadership of a store partition moves with its broker: retried
+	// briefly here, then the producer retries the whole batch.
+	var err2 error
+	for attempt := range 20 {
+		if _, err2 = s.remote.produce(ctx, Topic, i, sb); err2 == nil || !retriable(err2) {
+			break
+		}
+		if !sleep(ctx, time.Duration(50<<min(attempt, 4))*time.Millisecond) {
+			break
+		}
+	}
+	if err2 != nil {
+		return fmt.Errorf("%w: delay: forwarding held records to %s-%d: %v", log.ErrNotLeader, Topic, i, err2)
 	}
 	return nil
 }

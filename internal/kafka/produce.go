@@ -115,7 +115,11 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			case topicDenied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			case log.IsInternalTopic(rt.Topic) && err == nil && p.Led() && len(rp.Records) > 0 && req.TransactionID == nil && forwardedHold(rc, rt.Topic):
+			case log.IsInternalTopic(rt.Topic) && err == nil && len(rp.Records) > 0 && req.TransactionID == nil && forwardedHold(rc, rt.Topic):
+				if !p.Led() {
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
+					break
+				}
 				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records, forward: true})
 				work = append(work, &works[len(works)-1])
 			case log.IsInternalTopic(rt.Topic):
