@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
@@ -137,7 +138,11 @@ func (p *part) scan(ctx context.Context, first bool) error {
 	p.farCount += farCount
 	p.evict()
 	p.lastScan, p.scanDur = time.Now(), time.Since(start)
-	p.s.log.Debug("delay store scanned", "partition", p.id, "indexed", len(p.index), "far", p.farCount,
+	lvl := slog.LevelDebug
+	if first {
+		lvl = slog.LevelInfo
+	}
+	p.s.log.Log(ctx, lvl, "delay store scanned", "partition", p.id, "indexed", len(p.index), "far", p.farCount,
 		"took", p.scanDur)
 	return nil
 }
