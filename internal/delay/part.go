@@ -58,12 +58,25 @@ func (p *part) known(x *target, res int64) bool {
 	return ok
 }
 
-// prune forgets finished entries older than finishedKeep; mu held.
+// finishedMax bounds finished per store partition (about 50 bytes an
+// entry): at sustained high delivery rates the window shrinks below
+// finishedKeep rather than memory growing.
+const finishedMax = 200_000
+
+// prune forgets finished entries older than finishedKeep, or than less
+// when there are more than finishedMax; mu held.
 func (p *part) prune(now int64) {
-	for id, ts := range p.finished {
-		if ts < now-finishedKeep.Milliseconds() {
-			delete(p.finished, id)
+	keep := finishedKeep.Milliseconds()
+	for {
+		for id, ts := range p.finished {
+			if ts < now-keep {
+				delete(p.finished, id)
+			}
 		}
+		if len(p.finished) <= finishedMax || keep < 1000 {
+			return
+		}
+		keep /= 2
 	}
 }
 
@@ -164,7 +177,7 @@ func (p *part) run(ctx context.Context) {
 		now := p.s.now()
 		hw := p.p.HighWatermark()
 		p.mu.Lock()
-		if now-lastPrune > time.Minute.Milliseconds() {
+		if now-lastPrune > time.Minute.Milliseconds() || len(p.finished) > 2*finishedMax {
 			p.prune(now)
 			lastPrune = now
 		}

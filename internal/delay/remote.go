@@ -23,10 +23,20 @@ const ForwardClientID = "sluice-delay"
 // cluster mode: a kgo client on the inter-broker listener, configured with
 // acks=all (kgo.RequiredAcks must match the raw requests' acks) and
 // ForwardClientID.
-type Remote struct{ cl *kgo.Client }
+type Remote struct {
+	cl *kgo.Client
+	// leader is the broker id leading a partition, from the cluster's own
+	// view (kgo sends a raw Produce to any broker, not to the leader).
+	leader func(topic string, partition int32) (int32, bool)
+}
 
-// NewRemote wraps cl.
-func NewRemote(cl *kgo.Client) *Remote { return &Remote{cl: cl} }
+// ErrNoLeader: no broker leads the partition at the moment (retried).
+var ErrNoLeader = errors.New("delay: the partition has no leader at the moment")
+
+// NewRemote wraps cl; leader names the broker leading a partition.
+func NewRemote(cl *kgo.Client, leader func(topic string, partition int32) (int32, bool)) *Remote {
+	return &Remote{cl: cl, leader: leader}
+}
 
 // IsForward implements the produce path's check (kafka.Delayer).
 func (s *Service) IsForward(topic, clientID string) bool {
@@ -44,8 +54,13 @@ func (r *Remote) produce(ctx context.Context, topic string, partition int32, rec
 	rp.Partition, rp.Records = partition, records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	kresp, err := r.cl.Request(ctx, req)
+	id, ok := r.leader(topic, partition)
+	if !ok {
+		return 0, fmt.Errorf("producing to %s-%d: %w", topic, partition, ErrNoLeader)
+	}
+	kresp, err := r.cl.Broker(int(id)).Request(ctx, req)
 	if err != nil {
+		r.cl.ForceMetadataRefresh()
 		return 0, fmt.Errorf("producing to %s-%d: %w", topic, partition, err)
 	}
 	resp := kresp.(*kmsg.ProduceResponse)

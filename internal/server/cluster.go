@@ -213,6 +213,20 @@ func (g *clusterGlue) Release(tp cluster.TopicPartition, fenced bool) {
 	g.engine.Release(tp.Topic, tp.Partition, fenced)
 }
 
+// leaderOf is the broker leading a partition, as this node sees it (nil
+// glue: none, single node).
+func (g *clusterGlue) leaderOf(topic string, partition int32) (int32, bool) {
+	if g == nil {
+		return -1, false
+	}
+	n := g.node.Load()
+	if n == nil {
+		return -1, false
+	}
+	l, ok := n.Leader(cluster.TopicPartition{Topic: topic, Partition: partition})
+	return l.Broker, ok
+}
+
 // Topology adapts the node to broker.Topology.
 type topology struct{ g *clusterGlue }
 
