@@ -24,9 +24,14 @@ type chunk struct {
 	firstSeq int32
 	batch    []byte
 	waiting  []*entry // later due entries of the target, held back meanwhile
+	resumed  bool     // from a marker found on load: sent exactly as it names
 }
 
 func incSeq(s, n int32) int32 { return batch.IncrementSequence(s, n) }
+
+// deliveryBatchBytes bounds the records of one delivery batch, under the
+// default max.message.bytes of 1 MiB.
+const deliveryBatchBytes = 900 << 10
 
 // deliver delivers due entries: at most one chunk per target per round
 // (a target's newest marker must name its only unconfirmed batch).
@@ -89,6 +94,7 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 		p.finish(drop, true)
 	}
 	if len(chunks) == 0 {
+		p.flushTombs(ctx)
 		return
 	}
 	if err := p.build(ctx, chunks); err != nil {
@@ -96,8 +102,17 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 		p.s.log.Warn("delay: reading due entries failed", "partition", p.id, "err", err)
 		return
 	}
-	// The markers first: from here on each chunk is sent as built.
+	// The markers first: from here on each chunk is sent as built. The
+	// tombstones of earlier deliveries go ahead of them in the same
+	// batch, so a target's new marker is never durable without them.
+	p.mu.Lock()
+	tombs := p.tombs
+	p.tombs = nil
+	p.mu.Unlock()
 	var recs []kmsg.Record
+	for _, id := range tombs {
+		recs = append(recs, kmsg.Record{Key: EntryKey(id.t.Target, id.res)})
+	}
 	for _, c := range chunks {
 		m := Marker{ProducerID: p.pid, FirstSeq: c.firstSeq, Entries: make([]MarkerEntry, len(c.es))}
 		for i, e := range c.es {
@@ -110,6 +125,9 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 		_, err = p.s.store.Append(ctx, p.id, mb)
 	}
 	if err != nil {
+		p.mu.Lock()
+		p.tombs = append(tombs, p.tombs...)
+		p.mu.Unlock()
 		p.putBack(chunks)
 		p.s.log.Warn("delay: writing delivery markers failed", "partition", p.id, "err", err)
 		return
@@ -162,9 +180,28 @@ func (p *part) build(ctx context.Context, chunks []*chunk) error {
 		}
 		recs := make([]kmsg.Record, 0, len(c.es))
 		first := int64(0)
+		size := 0
 		for i, e := range c.es {
-			if _, ok := got[e.off]; !ok {
+			v, ok := got[e.off]
+			if !ok {
 				return fmt.Errorf("delay: entry of %s at offset %d missing from %s-%d at %d", c.t, e.res, Topic, p.id, e.off)
+			}
+			// A delivery batch stays under the target's usual limits
+			// (max.message.bytes is 1 MiB by default); the rest waits
+			// for the next round.
+			size += len(v.Key) + len(v.Value) + 32
+			for _, h := range v.Headers {
+				size += len(h.Key) + len(h.Value) + 8
+			}
+			if i > 0 && size > deliveryBatchBytes && !c.resumed {
+				p.mu.Lock()
+				for _, e := range c.es[i:] {
+					p.w.soon = append(p.w.soon, e)
+					p.w.n++
+				}
+				p.mu.Unlock()
+				c.es = c.es[:i]
+				break
 			}
 			if i == 0 || e.due < first {
 				first = e.due

@@ -171,7 +171,7 @@ func (p *part) resume(x *target, m Marker) {
 	for _, e := range es {
 		e.busy = true
 	}
-	x.retry = &chunk{t: x, es: es, firstSeq: m.FirstSeq}
+	x.retry = &chunk{t: x, es: es, firstSeq: m.FirstSeq, resumed: true}
 	x.nextSeq = incSeq(m.FirstSeq, int32(len(es)))
 	x.seqKnown = true
 }

@@ -169,10 +169,6 @@ func (p *part) run(ctx context.Context) {
 	var due []*entry
 	lastPrune := p.s.now()
 	for ctx.Err() == nil {
-		if !p.flushTombs(ctx) {
-			sleep(ctx, 200*time.Millisecond)
-			continue
-		}
 		p.retryChunks(ctx)
 		now := p.s.now()
 		hw := p.p.HighWatermark()
@@ -200,8 +196,14 @@ func (p *part) run(ctx context.Context) {
 		rescan := p.farMin != math.MaxInt64 && now >= p.farMin-p.lead() && time.Since(p.lastScan) >= time.Second
 		p.mu.Unlock()
 		if len(due) > 0 {
+			// The previous round's tombstones go in the same batch as
+			// this round's markers (deliver), ahead of them.
 			p.deliver(ctx, due)
 			clear(due)
+			continue
+		}
+		if !p.flushTombs(ctx) {
+			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		if rescan {
