@@ -7,8 +7,6 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-mq/sluice/internal/log/batch"
 )
 
 // Errors of Cancel.
@@ -79,7 +77,7 @@ func (p *part) tombstone(ctx context.Context, ids []entryID) error {
 	for i, id := range ids {
 		recs[i] = kmsg.Record{Key: EntryKey(id.t.Target, id.res)}
 	}
-	b, err := batch.Build(0, p.s.now(), recs)
+	b, err := buildStore(p.s.now(), recs)
 	if err != nil {
 		return err
 	}

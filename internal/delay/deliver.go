@@ -120,7 +120,7 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 		}
 		recs = append(recs, kmsg.Record{Key: markerKey(c.t.Target), Value: AppendMarker(nil, &m)})
 	}
-	mb, err := batch.Build(0, p.s.now(), recs)
+	mb, err := buildStore(p.s.now(), recs)
 	if err == nil {
 		_, err = p.s.store.Append(ctx, p.id, mb)
 	}
@@ -319,7 +319,7 @@ func (p *part) flushTombs(ctx context.Context) bool {
 		for i, id := range ids[:n] {
 			recs[i] = kmsg.Record{Key: EntryKey(id.t.Target, id.res)}
 		}
-		b, err := batch.Build(0, p.s.now(), recs)
+		b, err := buildStore(p.s.now(), recs)
 		if err == nil {
 			_, err = p.s.store.Append(ctx, p.id, b)
 		}

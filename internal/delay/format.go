@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log/batch"
 )
 
 // The records of __sluice_delay (docs/delayed-delivery.md, "In the log").
@@ -238,4 +240,29 @@ func DecodeMarker(v []byte) (Marker, error) {
 		m.Entries[i].Reserved = int64(binary.BigEndian.Uint64(r[16*i+8:]))
 	}
 	return m, nil
+}
+
+// storeBatchBytes bounds one batch the service writes to the store, well
+// under the store topic's max.message.bytes (1 MiB by default).
+const storeBatchBytes = 512 << 10
+
+// buildStore encodes records for the store as one or more uncompressed
+// batches of at most about storeBatchBytes each, in order: a crash that
+// cuts the log's tail keeps a prefix of them.
+func buildStore(now int64, recs []kmsg.Record) ([]byte, error) {
+	var out []byte
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && (n == 0 || size+len(recs[n].Key)+len(recs[n].Value)+16 <= storeBatchBytes) {
+			size += len(recs[n].Key) + len(recs[n].Value) + 16
+			n++
+		}
+		b, err := batch.Build(0, now, recs[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+		recs = recs[n:]
+	}
+	return out, nil
 }

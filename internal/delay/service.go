@@ -264,7 +264,7 @@ func storeBatch(t Target, now int64, hs []held, bases []int64) ([]byte, error) {
 	for i := range hs {
 		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}
 	}
-	return batch.Build(0, now, recs)
+	return buildStore(now, recs)
 }
 
 // forward sends held records to the broker leading t's store partition.

@@ -28,7 +28,7 @@ type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 // compaction leaves batches, so an idempotent producer's sequences stay
 // right and each held record keeps an offset of its own in the target.
 // A batch that held nothing is kept as sent; one that held something is
-// stored uncompressed. kept is nil when nothing is held: the payload goes
+// encoded again, with the producer's codec. kept is nil when nothing is held: the payload goes
 // to the log unchanged.
 //
 // A bad header refuses the whole payload with *batch.RecordErrors (every
@@ -74,9 +74,9 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 			continue
 		}
 		anyHeld = true
-		h := x.Header
-		h.Attributes &^= batch.AttrCodecMask
-		nb, err := batch.Rebuild(h, keep)
+		// Re-encoded with the producer's codec: stored uncompressed, the
+		// records kept could pass the topic's max.message.bytes.
+		nb, err := batch.Rebuild(x.Header, keep)
 		x.Release()
 		if err != nil {
 			return nil, nil, err
