@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/log"
@@ -29,24 +30,25 @@ func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off,
 			if err != nil || size > len(b) {
 				break // a partial batch at the end of the read
 			}
-			h, recs, err := batch.Records(b[:size])
+			h, err := batch.ParseHeader(b[:size])
 			if err != nil {
-				return fmt.Errorf("delay: reading %s at %d: %w", p, h.BaseOffset, err)
+				return fmt.Errorf("delay: reading %s: %w", p, err)
 			}
+			bt := b[:size]
 			b = b[size:]
 			if h.IsControl() {
 				off = max(off, h.LastOffset()+1)
 				moved = true
 				continue
 			}
-			for i := range recs {
-				o := h.BaseOffset + int64(recs[i].OffsetDelta)
+			if err := walkRecords(&h, bt, func(delta int32, ts int64, key, value []byte) error {
+				o := h.BaseOffset + int64(delta)
 				if o < off || o >= to {
-					continue
+					return nil
 				}
-				if err := fn(o, batch.RecordTimestamp(&h, &recs[i]), recs[i].Key, recs[i].Value); err != nil {
-					return err
-				}
+				return fn(o, ts, key, value)
+			}); err != nil {
+				return fmt.Errorf("delay: reading %s at %d: %w", p, h.BaseOffset, err)
 			}
 			if last := h.LastOffset() + 1; last > off {
 				off, moved = last, true
@@ -105,3 +107,62 @@ type stopErr struct{}
 func (stopErr) Error() string { return "stop" }
 
 var errStop error = stopErr{}
+
+// walkRecords calls fn for each record of one batch of the store with its
+// offset delta, timestamp, key and value (aliasing bt; nil when null). The
+// store's batches are uncompressed and written by the broker: this walks
+// them in place, without decoding whole records, which is most of what a
+// replay of millions of entries costs.
+func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key, value []byte) error) error {
+	if h.Codec() != 0 {
+		_, recs, err := batch.Records(bt)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if err := fn(recs[i].OffsetDelta, batch.RecordTimestamp(h, &recs[i]), recs[i].Key, recs[i].Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r := bt[batch.HeaderSize:]
+	for i := int32(0); i < h.RecordCount; i++ {
+		l, n := binary.Varint(r)
+		if n <= 0 || l < 0 || l > int64(len(r)-n) {
+			return fmt.Errorf("%w: record %d length", ErrFormat, i)
+		}
+		rec := r[n : n+int(l)]
+		r = r[n+int(l):]
+		if len(rec) < 1 {
+			return fmt.Errorf("%w: record %d", ErrFormat, i)
+		}
+		rec = rec[1:] // attributes
+		tsDelta, n := binary.Varint(rec)
+		if n <= 0 {
+			return fmt.Errorf("%w: record %d timestamp", ErrFormat, i)
+		}
+		rec = rec[n:]
+		delta, n := binary.Varint(rec)
+		if n <= 0 {
+			return fmt.Errorf("%w: record %d offset delta", ErrFormat, i)
+		}
+		rec = rec[n:]
+		key, rec, err := readBytes(rec)
+		if err != nil {
+			return err
+		}
+		value, _, err := readBytes(rec)
+		if err != nil {
+			return err
+		}
+		ts := h.FirstTimestamp + tsDelta
+		if h.Attributes&batch.AttrLogAppendTime != 0 {
+			ts = h.MaxTimestamp
+		}
+		if err := fn(int32(delta), ts, key, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

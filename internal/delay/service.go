@@ -244,7 +244,7 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 	}
 	es := make([]*entry, len(hs))
 	for i := range hs {
-		es[i] = &entry{due: hs[i].e.Due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
+		es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
 	}
 	sp.add(t, es)
 	s.m.held.Add(float64(len(hs)))
@@ -262,7 +262,7 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 func storeBatch(t Target, now int64, hs []held, bases []int64) ([]byte, error) {
 	recs := make([]kmsg.Record, len(hs))
 	for i := range hs {
-		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: AppendEntry(nil, &hs[i].e)}
+		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: hs[i].value}
 	}
 	return buildStore(now, recs)
 }

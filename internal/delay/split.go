@@ -12,9 +12,10 @@ import (
 
 // held is a record taken out of a produce batch, to be kept in the store.
 type held struct {
-	batch int   // index of its batch in the payload
-	delta int32 // its offset delta in that batch
-	e     Entry
+	batch int    // index of its batch in the payload
+	delta int32  // its offset delta in that batch
+	due   int64  // Unix ms
+	value []byte // the store entry's value (AppendEntry), encoded while the batch is decoded
 }
 
 // decoder decodes one batch of a produce payload (log.Partition's
@@ -62,8 +63,10 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta,
 					Message: fmt.Sprintf("headers %s and %s are not taken in a transactional batch", HeaderDeliverAt, HeaderDelayMs)})
 			case later:
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, e: Entry{Due: due, Timestamp: ts,
-					Key: clone(r.Key), Value: clone(r.Value), Headers: cloneHeaders(r.Headers)}})
+				// Encoded at once, while the decoded records (which alias
+				// the request or the decompressed bytes) are valid.
+				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
+				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(nil, &e)})
 			default:
 				keep = append(keep, *r)
 			}
@@ -94,19 +97,4 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 		kept = append(kept, b...)
 	}
 	return kept, hs, nil
-}
-
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append(make([]byte, 0, len(b)), b...)
-}
-
-func cloneHeaders(hs []kmsg.Header) []kmsg.Header {
-	out := make([]kmsg.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kmsg.Header{Key: h.Key, Value: clone(h.Value)}
-	}
-	return out
 }
