@@ -3,6 +3,7 @@ package delay
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/log"
@@ -92,7 +93,7 @@ func readEntries(ctx context.Context, p *log.Partition, offs []int64) (map[int64
 			}
 			return nil
 		})
-		if err != nil && err != errStop {
+		if err != nil && !errors.Is(err, errStop) {
 			return nil, err
 		}
 		if i < len(offs) && offs[i] == from {
