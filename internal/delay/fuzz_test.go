@@ -102,6 +102,11 @@ func FuzzWalkRecords(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	// The store's own encoder and the log's agree.
+	recs := []kmsg.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k2")}}
+	if want, err := batch.Build(0, 1000, recs); err != nil || !bytes.Equal(appendStoreBatch(nil, 1000, recs), want) {
+		f.Fatalf("appendStoreBatch differs from batch.Build (%v)", err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := batch.ParseHeader(b)
 		if err != nil || h.Size() > len(b) || h.Size() < batch.HeaderSize || h.Codec() != 0 {

@@ -66,7 +66,7 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.
 				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(nil, &e)})
+				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(make([]byte, 0, entryLen(&e)), &e)})
 			default:
 				keep = append(keep, *r)
 			}
