@@ -18,6 +18,9 @@ var (
 // Cancel cancels the pending record that produce reported at offset off
 // of t.
 func (s *Service) Cancel(ctx context.Context, t Target, off int64) error {
+	if _, err := s.storeN(ctx, false); err != nil {
+		return fmt.Errorf("%w: %s offset %d (nothing was ever held)", ErrNotFound, t, off)
+	}
 	p, err := s.partFor(ctx, t)
 	if err != nil {
 		return err

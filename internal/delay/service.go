@@ -29,12 +29,13 @@ type Service struct {
 	// on a single node).
 	remote *Remote
 
-	mu    sync.Mutex
-	n     int32 // store partitions, 0 until Start
-	parts map[int32]*part
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	single bool  // a single node: this broker runs every store partition
+	n      int32 // store partitions, 0 until the store exists
+	parts  map[int32]*part
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // New makes the service over e. Start runs it.
@@ -70,10 +71,18 @@ func (s *Service) SetRemote(r *Remote) { s.remote = r }
 // store partition (owned ones: explicit is true in cluster mode, where
 // OwnPartition starts each).
 func (s *Service) Start(ctx context.Context, explicit bool) error {
+	s.mu.Lock()
+	s.single = !explicit
+	s.mu.Unlock()
 	if explicit {
-		return nil // the store is created on first use, as Kafka's offsets topic
+		return nil // partitions start as this broker acquires them
 	}
-	n, err := s.storeN(ctx, true)
+	// The store is created on first use, as Kafka's offsets topic; one
+	// left by an earlier run is run at once.
+	n, err := s.storeN(ctx, false)
+	if errors.Is(err, ErrNotOwned) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -151,6 +160,14 @@ func (s *Service) partFor(ctx context.Context, t Target) (*part, error) {
 	n, err := s.storeN(ctx, true)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	single := s.single && len(s.parts) == 0
+	s.mu.Unlock()
+	if single {
+		for i := range n {
+			s.OwnPartition(i) // just created: a single node runs them all
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
