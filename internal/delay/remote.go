@@ -123,6 +123,20 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 	if err != nil {
 		return log.AppendResult{}, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, err)
 	}
+	// A producer's retry can forward records that were held, delivered
+	// and tombstoned since: those this partition has pending or finished
+	// lately are left out (their offsets stay, empty), as Hold does for a
+	// local store partition. The replay must be in first.
+	select {
+	case <-sp.ready:
+	case <-sp.done:
+		return log.AppendResult{}, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, ErrNotOwned)
+	case <-ctx.Done():
+		return log.AppendResult{}, nil, ctx.Err()
+	}
+	if payload, err = sp.dropKnown(payload); err != nil {
+		return log.AppendResult{}, nil, err
+	}
 	res, err := p.AppendHeld(ctx, payload)
 	if err != nil {
 		return res, nil, err
@@ -180,4 +194,41 @@ func retriable(err error) bool {
 		return ke.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
 	}
 	return true
+}
+
+// dropKnown rewrites forwarded store batches without the entries this
+// partition has pending or recently finished (batches keep their offsets).
+func (p *part) dropKnown(payload []byte) ([]byte, error) {
+	var out []byte
+	for b := payload; len(b) > 0; {
+		size, err := batch.Size(b)
+		if err != nil || size > len(b) {
+			return nil, fmt.Errorf("%w: forwarded batch", log.ErrCorruptMessage)
+		}
+		h, recs, err := batch.Records(b[:size])
+		if err != nil {
+			return nil, fmt.Errorf("%w: forwarded batch: %v", log.ErrCorruptMessage, err)
+		}
+		keep := recs[:0]
+		p.mu.Lock()
+		for _, r := range recs {
+			kind, t, off, err := ParseKey(r.Key)
+			if err == nil && kind == kindEntry && r.Value != nil && p.known(p.target(t), off) {
+				continue
+			}
+			keep = append(keep, r)
+		}
+		p.mu.Unlock()
+		if len(keep) == int(h.RecordCount) {
+			out = append(out, b[:size]...)
+		} else {
+			nb, err := batch.Rebuild(h, keep)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, nb...)
+		}
+		b = b[size:]
+	}
+	return out, nil
 }
