@@ -109,6 +109,7 @@ kfake runs inside the driver, so its CPU is in the client figure.`,
 	f.StringVar(&cfg.Compression, "compression", cfg.Compression, "none, gzip, snappy, lz4 or zstd")
 	f.IntVar(&cfg.Producers, "producers", cfg.Producers, "producer clients, each sending an equal share")
 	f.DurationVar(&cfg.Linger, "linger", cfg.Linger, "producer linger (0: kgo default, none)")
+	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "ask the broker to hold every record this long (header sluice-delay-ms); produce figures only, no consume phase")
 	f.IntVar(&cfg.MaxInflight, "max-inflight", cfg.MaxInflight, "produce requests in flight per broker (0: kgo default; >1 needs --idempotent=false)")
 	f.Int32Var(&cfg.BatchMaxBytes, "batch-max-bytes", cfg.BatchMaxBytes, "producer batch max bytes (0: kgo default)")
 	f.IntVar(&cfg.MaxBuffered, "max-buffered-records", cfg.MaxBuffered, "records a producer buffers before Produce blocks (0: kgo default)")

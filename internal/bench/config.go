@@ -49,6 +49,7 @@ type Config struct {
 	DiskBWDir      string        // --disk-bw
 	DiskBWBytes    int64         // --disk-bw-size
 	ServerPID      int           // --server-pid: the broker's PID on this machine, for its CPU time
+	Delay          time.Duration // --delay: every record asks the broker to hold it this long (sluice-delay-ms); the consume phase is skipped
 
 	// KfakeCommand starts the child-process kfake; nil runs this binary's
 	// `bench serve-kfake`.

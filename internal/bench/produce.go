@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,7 +124,7 @@ func produce(ctx context.Context, cfg Config, brokers []string, topics []string,
 			if cfg.Partitioner == "random" {
 				random = cfg.Partitions
 			}
-			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally, topics, random)
+			produceLoop(ctx, cl, pool, first, n, pc, lat[i], intended[i], &tally, topics, random, cfg.Delay)
 		}(uint64(i) << 40)
 	}
 	wg.Wait()
@@ -166,9 +167,13 @@ func produce(ctx context.Context, cfg Config, brokers []string, topics []string,
 // Each record goes to a topic of topics chosen at random and, with
 // partitions > 0 (--partitioner random), to a random partition of it.
 func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uint64, n int64,
-	pc *pacer, lat, intended *Histogram, tally *produceTally, topics []string, partitions int32) {
+	pc *pacer, lat, intended *Histogram, tally *produceTally, topics []string, partitions int32, delay time.Duration) {
 	clk := newClock()
 	rng := rand.New(rand.NewPCG(first, uint64(n)))
+	var delayHeader []kgo.RecordHeader
+	if delay > 0 {
+		delayHeader = []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: strconv.AppendInt(nil, delay.Milliseconds(), 10)}}
+	}
 	for i := range uint64(n) {
 		var due time.Time
 		if pc != nil {
@@ -181,7 +186,7 @@ func produceLoop(ctx context.Context, cl *kgo.Client, pool *valuePool, first uin
 			break
 		}
 		sent := nanotime()
-		r := &kgo.Record{Topic: topics[0], Value: pool.value(first + i), Timestamp: clk.at(sent)}
+		r := &kgo.Record{Topic: topics[0], Value: pool.value(first + i), Timestamp: clk.at(sent), Headers: delayHeader}
 		if len(topics) > 1 {
 			r.Topic = topics[rng.IntN(len(topics))]
 		}

@@ -77,6 +77,22 @@ type Transactions struct {
 	AbortCheckInterval time.Duration `yaml:"abort_check_interval"`
 }
 
+// Delay configures delayed delivery (docs/delayed-delivery.md).
+type Delay struct {
+	// Enabled takes the sluice-deliver-at and sluice-delay-ms headers; off,
+	// they are ordinary headers.
+	Enabled bool `yaml:"enabled"`
+	// StorePartitions is the partition count of __sluice_delay when it is
+	// created.
+	StorePartitions int32 `yaml:"store_partitions"`
+	// MaxDelay is the longest delay taken (at least 90 days).
+	MaxDelay time.Duration `yaml:"max_delay"`
+	// Horizon: pending records due within it are indexed in memory.
+	Horizon time.Duration `yaml:"horizon"`
+	// MemoryEntries bounds the records indexed in memory per store partition.
+	MemoryEntries int `yaml:"memory_entries"`
+}
+
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
 // of internal/objstore/s3.Config, which checks them fully when the store
@@ -264,6 +280,8 @@ type Config struct {
 
 	Transactions Transactions `yaml:"transactions"`
 
+	Delay Delay `yaml:"delay"`
+
 	S3 S3 `yaml:"s3"`
 
 	Etcd    Etcd    `yaml:"etcd"`
@@ -325,6 +343,8 @@ func Default() Config {
 			MaxTimeout:           15 * time.Minute,
 			AbortCheckInterval:   10 * time.Second,
 		},
+		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
+			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -446,6 +466,16 @@ func (c *Config) Validate() error {
 		return bad("transactions.max_timeout", "must be >= 1ms")
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
+	}
+	switch d := c.Delay; {
+	case d.StorePartitions < 1 || d.StorePartitions > 10000:
+		return bad("delay.store_partitions", "must be 1..10000, got %d", d.StorePartitions)
+	case d.MaxDelay < 90*24*time.Hour:
+		return bad("delay.max_delay", "must be at least 90 days (2160h), got %s", d.MaxDelay)
+	case d.Horizon < time.Second:
+		return bad("delay.horizon", "must be >= 1s")
+	case d.MemoryEntries < 100:
+		return bad("delay.memory_entries", "must be >= 100")
 	}
 	if err := c.S3.validate(bad); err != nil {
 		return err

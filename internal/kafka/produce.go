@@ -35,9 +35,34 @@ type produceWork struct {
 	topic, part int // indexes into the response
 	p           *log.Partition
 	records     []byte
+	forward     bool // held records forwarded to the delay store
 	res         log.AppendResult
 	err         error
 	last        int64 // offset of the last record appended
+	// held waits for the delay store's append of the records taken out
+	// of the batch (Delayer.Hold): written, or durable; nil: none.
+	held func(ctx context.Context, durable bool) error
+}
+
+// Delayer holds back records that carry a delayed-delivery header
+// (internal/delay.Service): given a payload the log refused with
+// log.ErrDelayed, it appends what is due now to p and keeps the rest.
+type Delayer interface {
+	Hold(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
+	// HoldForwarded appends to a partition of the delay store entries
+	// that another broker took out of a batch (cluster mode).
+	HoldForwarded(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
+	// IsForward reports whether a produce to the internal topic is a
+	// broker forwarding held records (by client id; the principal must
+	// also have ClusterAction, as for WriteTxnMarkers).
+	IsForward(topic, clientID string) bool
+}
+
+// forwardedHold reports whether a produce to internal topic is another
+// broker's forward of held records to the delay store.
+func forwardedHold(rc *reqCtx, topic string) bool {
+	d := rc.conn.srv.cfg.Delays
+	return d != nil && d.IsForward(topic, rc.clientID()) && rc.clusterAuthorized(kmsg.ACLOperationClusterAction)
 }
 
 func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -90,6 +115,13 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			case topicDenied:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case log.IsInternalTopic(rt.Topic) && err == nil && len(rp.Records) > 0 && req.TransactionID == nil && forwardedHold(rc, rt.Topic):
+				if !p.Led() {
+					sp.ErrorCode = kerr.NotLeaderForPartition.Code
+					break
+				}
+				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records, forward: true})
+				work = append(work, &works[len(works)-1])
 			case log.IsInternalTopic(rt.Topic):
 				// As Kafka's ReplicaManager: clients never write internal
 				// topics (the group coordinator appends to the log itself).
@@ -147,7 +179,18 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	// next request back while the WAL is behind), and acks=all waits for
 	// the high watermark below, off the read path.
 	appendOne := func(w *produceWork) {
-		w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
+		if w.forward {
+			w.res, w.held, w.err = rc.conn.srv.cfg.Delays.HoldForwarded(rc.ctx, w.p, w.records)
+		} else {
+			w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
+		}
+		if errors.Is(w.err, log.ErrDelayed) {
+			if d := rc.conn.srv.cfg.Delays; d != nil {
+				w.res, w.held, w.err = d.Hold(rc.ctx, w.p, w.records)
+			} else {
+				w.res, w.err = w.p.AppendHeld(rc.ctx, w.records)
+			}
+		}
 		if w.err == nil {
 			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
 		}
@@ -157,6 +200,9 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		for _, w := range work {
 			if w.err == nil {
 				w.err = w.res.WaitWritten(rc.ctx)
+			}
+			if w.err == nil && w.held != nil {
+				w.err = w.held(rc.ctx, false)
 			}
 		}
 	}
@@ -256,6 +302,9 @@ func internalTopicMessage(topic string) *string {
 // NOT_LEADER_OR_FOLLOWER: the client retries, at the new leader.
 func waitDurable(ctx context.Context, w *produceWork) error {
 	err := w.p.WaitDurable(ctx, w.res, w.last)
+	if err == nil && w.held != nil {
+		err = w.held(ctx, true)
+	}
 	if err != nil && ctx.Err() != nil && ctx.Err() != context.DeadlineExceeded {
 		return log.ErrClosed // the connection is closing
 	}

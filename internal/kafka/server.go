@@ -24,6 +24,9 @@ import (
 
 // Config is the front-end's configuration.
 type Config struct {
+	// Delays holds back produced records with a delayed-delivery header
+	// (nil: the log never reports them, see log.Config.DetectDelay).
+	Delays Delayer
 	// MaxRequestBytes bounds one request frame; larger frames close the
 	// connection (Kafka's socket.request.max.bytes). A frame's buffer
 	// grows as its bytes arrive, never to the announced size up front.

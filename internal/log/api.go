@@ -27,6 +27,9 @@ var (
 	ErrOffsetOutOfRange        = errors.New("log: offset out of range")        // OFFSET_OUT_OF_RANGE
 	ErrStorage                 = errors.New("log: storage error")              // KAFKA_STORAGE_ERROR
 	ErrClosed                  = errors.New("log: engine closed")              // NOT_LEADER_OR_FOLLOWER (retriable)
+	// ErrDelayed: under Config.DetectDelay, a valid payload holding records
+	// with a delayed-delivery header; the caller hands it to internal/delay.
+	ErrDelayed = errors.New("log: records carry a delayed-delivery header")
 
 	// Idempotent producer state (Kafka's ProducerAppendInfo checks).
 	ErrOutOfOrderSequence   = errors.New("log: out of order sequence number") // OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -77,6 +80,11 @@ type AppendResult struct {
 	// g is the WAL group holding the batch (nil for a duplicate).
 	g *wal.Group
 }
+
+// Duplicate reports whether the append was an idempotent producer's retry
+// of a batch already in the log: nothing was appended, and BaseOffset is
+// the original's.
+func (r AppendResult) Duplicate() bool { return r.g == nil }
 
 // WaitWritten blocks until the WAL group holding r's batch is written (not
 // yet synced): what Append with acks 1 waits for. After AppendAsync it lets

@@ -69,6 +69,10 @@ type Config struct {
 	// Without it, connections pipelining acks=all requests while the store
 	// is slow or down would buffer without limit.
 	AsyncBacklogBytes int64
+	// DetectDelay makes a producer's append of records that carry a
+	// delayed-delivery header fail with ErrDelayed, for the produce path
+	// to hand them to internal/delay (false: such headers are ordinary).
+	DetectDelay bool
 
 	// TailBytesPerPartition is how much already-rolled data a partition
 	// keeps in memory for readers near the head (default 1 MiB).

@@ -17,6 +17,9 @@ type InternalTopic struct {
 	e    *Engine
 	name string
 	mu   sync.Mutex // serialises Create
+	// Configs are topic configs Create sets besides the compaction
+	// policy (set before the first Create).
+	Configs map[string]string
 }
 
 // NewInternalTopic returns the internal topic name over e.
@@ -40,7 +43,11 @@ func (s *InternalTopic) Create(ctx context.Context, n int32) (int32, error) {
 	if t, ok := s.e.Topic(s.name); ok {
 		return t.Partitions, nil
 	}
-	t, err := s.e.CreateTopic(ctx, s.name, n, map[string]string{"cleanup.policy": "compact", "compression.type": "producer"})
+	cfg := map[string]string{"cleanup.policy": "compact", "compression.type": "producer"}
+	for k, v := range s.Configs {
+		cfg[k] = v
+	}
+	t, err := s.e.CreateTopic(ctx, s.name, n, cfg)
 	if errors.Is(err, ErrTopicExists) {
 		// Created by another broker at the same moment: its record may not
 		// have reached our topic watch yet, so read it.
@@ -71,7 +78,7 @@ func (s *InternalTopic) Append(ctx context.Context, p int32, batch []byte) (int6
 	if err != nil {
 		return 0, err
 	}
-	res, err := part.append(ctx, batch, untilDurable, true)
+	res, err := part.append(ctx, batch, untilDurable, appendInternal)
 	if err != nil {
 		return 0, err
 	}

@@ -117,9 +117,9 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // timestamp type bit, maxTimestamp and CRC).
 func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (AppendResult, error) {
 	if acks == -1 {
-		return p.append(ctx, records, untilDurable, false)
+		return p.append(ctx, records, untilDurable, appendClient)
 	}
-	return p.append(ctx, records, untilWritten, false)
+	return p.append(ctx, records, untilWritten, appendClient)
 }
 
 // AppendAsync is Append returning as soon as the records have their offsets
@@ -130,8 +130,25 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (App
 // more than Config.AsyncBacklogBytes wait for the writer, it waits until
 // its group is written, as Append with acks 1 does.
 func (p *Partition) AppendAsync(ctx context.Context, records []byte) (AppendResult, error) {
-	return p.append(ctx, records, noWait, false)
+	return p.append(ctx, records, noWait, appendClient)
 }
+
+// AppendHeld is AppendAsync for the delayed-delivery service's own
+// batches: a client's batch with its delayed records taken out (offsets
+// with no record, possibly none at all), or due records being delivered.
+// Their delay headers are not looked at again (Config.DetectDelay).
+func (p *Partition) AppendHeld(ctx context.Context, records []byte) (AppendResult, error) {
+	return p.append(ctx, records, noWait, appendHeld)
+}
+
+// appendKind says whose bytes an append takes.
+type appendKind int8
+
+const (
+	appendClient   appendKind = iota // a producer's
+	appendInternal                   // a coordinator's, to its internal topic
+	appendHeld                       // the delay service's (AppendHeld)
+)
 
 // appendWait is what an append waits for before it returns.
 type appendWait int8
@@ -145,7 +162,8 @@ const (
 // append is Append. internal marks the coordinators' own writes to their
 // internal topics: they draw on the free-space reserve (wal.ReserveInternal)
 // so offset commits and transaction state go on while produce is refused.
-func (p *Partition) append(ctx context.Context, records []byte, until appendWait, internal bool) (AppendResult, error) {
+func (p *Partition) append(ctx context.Context, records []byte, until appendWait, kind appendKind) (AppendResult, error) {
+	internal := kind == appendInternal
 	e := p.e
 	if e.closed.Load() {
 		return AppendResult{}, ErrClosed
@@ -161,6 +179,8 @@ func (p *Partition) append(ctx context.Context, records []byte, until appendWait
 		BeforeMaxMs: cfg.TimestampBeforeMaxMs, AfterMaxMs: cfg.TimestampAfterMaxMs,
 		SkipTimestamps: cfg.LogAppendTime, RequireKey: cfg.Compact, Partition: p.String,
 		Decompressor: e.dec, MaxDecompressedBytes: e.decompressedLimit(cfg.MaxMessageBytes),
+		DetectDelay: e.cfg.DetectDelay && kind == appendClient && !p.t.internal,
+		AllowGaps:   kind == appendHeld,
 	})
 	if err != nil {
 		return AppendResult{}, mapBatchErr(err)
@@ -347,6 +367,8 @@ func mapBatchErr(err error) error {
 		s = ErrInvalidTimestamp
 	case errors.Is(err, batch.ErrInvalidRecord):
 		s = ErrInvalidRecord
+	case errors.Is(err, batch.ErrDelayed):
+		return ErrDelayed
 	default:
 		s = ErrCorruptMessage
 	}
@@ -618,3 +640,20 @@ func (p *Partition) dropTail(k int) {
 	clear(p.tail[rest:])
 	p.tail = p.tail[:rest]
 }
+
+// DecodeRecords decodes every record of one of p's batches, decompressing
+// it under the engine's decompression budget and p's size limit; Release
+// gives the budget back. The delay service splits batches with it.
+func (p *Partition) DecodeRecords(ctx context.Context, b []byte) (*batch.Decoded, error) {
+	x, err := p.e.dec.Records(ctx, b, p.decompressedLimit())
+	if err != nil {
+		return nil, mapBatchErr(err)
+	}
+	return x, nil
+}
+
+// Topic is the name of p's topic.
+func (p *Partition) Topic() string { return p.t.name }
+
+// ID is p's partition number.
+func (p *Partition) ID() int32 { return p.id }

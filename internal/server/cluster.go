@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -113,6 +114,7 @@ type clusterGlue struct {
 	engine *log.Engine
 	groups *group.Coordinator
 	txns   *txn.Coordinator
+	delays *delay.Service // nil when delayed delivery is off
 	logger *slog.Logger
 	self   broker.Node
 
@@ -258,6 +260,10 @@ func (g *clusterGlue) Acquire(ctx context.Context, tp cluster.TopicPartition, ep
 		return g.groups.OwnPartition(ctx, tp.Partition, epoch)
 	case txn.Topic:
 		return g.txns.OwnPartition(ctx, tp.Partition, epoch)
+	case delay.Topic:
+		if g.delays != nil {
+			g.delays.OwnPartition(tp.Partition)
+		}
 	}
 	return nil
 }
@@ -278,8 +284,26 @@ func (g *clusterGlue) Release(tp cluster.TopicPartition, fenced bool) {
 		g.groups.DisownPartition(tp.Partition)
 	case txn.Topic:
 		g.txns.DisownPartition(tp.Partition)
+	case delay.Topic:
+		if g.delays != nil {
+			g.delays.ReleasePartition(tp.Partition)
+		}
 	}
 	g.engine.Release(tp.Topic, tp.Partition, fenced)
+}
+
+// leaderOf is the broker leading a partition, as this node sees it (nil
+// glue: none, single node).
+func (g *clusterGlue) leaderOf(topic string, partition int32) (int32, bool) {
+	if g == nil {
+		return -1, false
+	}
+	n := g.node.Load()
+	if n == nil {
+		return -1, false
+	}
+	l, ok := n.Leader(cluster.TopicPartition{Topic: topic, Partition: partition})
+	return l.Broker, ok
 }
 
 // Topology adapts the node to broker.Topology.

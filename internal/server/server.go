@@ -38,6 +38,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/log"
@@ -53,23 +54,26 @@ import (
 
 // Server is a running node.
 type Server struct {
-	cfg       config.Config
-	logger    *slog.Logger
-	md        meta.Store
-	engine    *log.Engine
-	groups    *group.Coordinator
-	txns      *txn.Coordinator
-	kafka     *kafka.Server
-	ln        net.Listener // the first Kafka listener
-	lns       []net.Listener
-	admin     *http.Server
-	adminLn   net.Listener
-	cancel    context.CancelFunc
-	done      chan error
-	startDur  time.Duration
-	clusterID string
-	node      *cluster.Node // cluster mode only
-	watching  chan struct{} // closed when the dynamic config watch ends
+	cfg    config.Config
+	logger *slog.Logger
+	md     meta.Store
+	engine *log.Engine
+	groups *group.Coordinator
+	txns   *txn.Coordinator
+	delays *delay.Service
+	// delayClient reaches other brokers for the delay service (cluster).
+	delayClient *kgo.Client
+	kafka       *kafka.Server
+	ln          net.Listener // the first Kafka listener
+	lns         []net.Listener
+	admin       *http.Server
+	adminLn     net.Listener
+	cancel      context.CancelFunc
+	done        chan error
+	startDur    time.Duration
+	clusterID   string
+	node        *cluster.Node // cluster mode only
+	watching    chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
 }
@@ -150,6 +154,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
 	lcfg.BrokerDefaults = cfg.TopicDefaults
+	lcfg.DetectDelay = cfg.Delay.Enabled
 	if glue != nil {
 		lcfg.Shared = glue.sharedConfig()
 		lcfg.Shared.OrphanGrace = cfg.Cluster.OrphanGrace
@@ -351,10 +356,34 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
+	var (
+		delays      *delay.Service
+		delayClient *kgo.Client
+	)
+	if err == nil && lcfg.DetectDelay {
+		if glue != nil {
+			// Held records for a store partition led elsewhere, and due
+			// records for partitions led elsewhere, go to those brokers.
+			delayClient, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(interAddr), kgo.MetadataMinAge(200 * time.Millisecond),
+				kgo.ClientID(delay.ForwardClientID), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}, interOpts...)...)
+		}
+		if err == nil {
+			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient, glue.leaderOf)
+		}
+		if delays != nil {
+			kcfg.Delays = delays
+		}
+	}
 	if err == nil {
 		err = kcfg.Validate() // config.Validate has checked the keys already
 	}
 	if err != nil {
+		if delays != nil {
+			delays.Close()
+		}
+		if delayClient != nil {
+			delayClient.Close()
+		}
 		txns.Close()
 		groups.Close()
 		closeLns()
@@ -365,7 +394,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID}
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays, delayClient: delayClient}
 	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
@@ -389,7 +418,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}()
 
 	if glue != nil {
-		glue.engine, glue.groups, glue.txns = engine, groups, txns
+		glue.engine, glue.groups, glue.txns, glue.delays = engine, groups, txns, delays
 		glue.self = broker.Node{ID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: endpoints}
 		var ceps []cluster.Endpoint
 		for _, e := range endpoints {
@@ -421,6 +450,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+		if delays != nil {
+			mux.Handle("/v1/delay/", delays.Handler())
+		}
 		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.adminLn = aln
 		go s.admin.Serve(aln)
@@ -484,6 +516,12 @@ func (s *Server) Close() error {
 		s.admin.Close()
 	}
 	s.kafka.Close()
+	if s.delays != nil {
+		s.delays.Close()
+	}
+	if s.delayClient != nil {
+		s.delayClient.Close()
+	}
 	s.txns.Close()
 	s.groups.Close()
 	if s.markerClient != nil {
@@ -705,4 +743,27 @@ func kafkaUnlimited(n int32) string {
 		n = math.MaxInt32
 	}
 	return strconv.Itoa(int(n))
+}
+
+// startDelays starts delayed delivery. On a single node the store is
+// created and every partition of it loads in the background; in a cluster
+// (remote set) each store partition runs where it is led (clusterGlue).
+func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client, leader func(string, int32) (int32, bool)) (*delay.Service, error) {
+	dcfg := delay.DefaultConfig()
+	dcfg.Partitions = cfg.Delay.StorePartitions
+	dcfg.MaxDelay = cfg.Delay.MaxDelay
+	dcfg.Horizon = cfg.Delay.Horizon
+	dcfg.MemoryEntries = cfg.Delay.MemoryEntries
+	d, err := delay.New(dcfg, engine, reg, logger.With("component", "delay"))
+	if err != nil {
+		return nil, err
+	}
+	if remote != nil {
+		d.SetRemote(delay.NewRemote(remote, leader))
+	}
+	if err := d.Start(ctx, remote != nil); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }

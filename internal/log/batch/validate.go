@@ -31,6 +31,40 @@ type Limits struct {
 	// MaxDecompressedBytes bounds a compressed batch's records once
 	// decompressed (see DecompressedLimit); <= 0: MinDecompressedLimit.
 	MaxDecompressedBytes int64
+	// DetectDelay makes a payload otherwise valid whose records carry a
+	// delayed-delivery header (IsDelayHeader) fail with ErrDelayed, so
+	// that the caller can hold those records back (internal/delay). The
+	// check rides on the walk over every record that validation does
+	// anyway: a payload without such a header costs a length comparison
+	// per record header.
+	DetectDelay bool
+	// AllowGaps accepts batches whose record count is below
+	// lastOffsetDelta+1 (offsets with no record, as compaction leaves
+	// them), even with no record at all: the broker's own rewrite of a
+	// batch whose delayed records were taken out. Never for client bytes.
+	AllowGaps bool
+}
+
+// The delayed-delivery headers (docs/delayed-delivery.md).
+const (
+	HeaderDeliverAt = "sluice-deliver-at"
+	HeaderDelayMs   = "sluice-delay-ms"
+)
+
+// ErrDelayed is Validate's answer, under Limits.DetectDelay, for a payload
+// that is otherwise valid and holds a record with a delay header.
+var ErrDelayed = errors.New("batch: records carry a delayed-delivery header")
+
+// IsDelayHeader reports whether a record header key asks for delayed
+// delivery.
+func IsDelayHeader(k []byte) bool {
+	switch len(k) {
+	case len(HeaderDeliverAt):
+		return string(k) == HeaderDeliverAt
+	case len(HeaderDelayMs):
+		return string(k) == HeaderDelayMs
+	}
+	return false
 }
 
 // Summary describes a validated produce payload.
@@ -40,6 +74,9 @@ type Summary struct {
 	// ProducerBatches counts batches with a producer id (>= 0): idempotent
 	// or transactional batches, which the log checks against producer state.
 	ProducerBatches int
+	// Delayed: some record carries a delayed-delivery header (only looked
+	// for under Limits.DetectDelay).
+	Delayed bool
 }
 
 // RecordError names one refused record of a batch (KIP-467): its index in
@@ -104,7 +141,7 @@ func Validate(ctx context.Context, b []byte, lim Limits) (Summary, error) {
 	}
 	var rerrs *RecordErrors // allocated for the first refused record only
 	for len(b) > 0 {
-		n, recs, err := validateOne(ctx, b, &lim, &rerrs)
+		n, recs, err := validateOne(ctx, b, &lim, &rerrs, &s.Delayed)
 		if err != nil {
 			return s, err
 		}
@@ -118,10 +155,13 @@ func Validate(ctx context.Context, b []byte, lim Limits) (Summary, error) {
 	if rerrs != nil {
 		return s, rerrs
 	}
+	if s.Delayed && lim.DetectDelay {
+		return s, ErrDelayed
+	}
 	return s, nil
 }
 
-func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordErrors) (int, int64, error) {
+func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordErrors, delayed *bool) (int, int64, error) {
 	if len(b) < HeaderSize {
 		if len(b) > OffMagic {
 			if m := int8(b[OffMagic]); m == 0 || m == 1 {
@@ -160,10 +200,14 @@ func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordError
 	}
 	lastDelta := int32(binary.BigEndian.Uint32(bt[OffLastOffsetDelta:]))
 	count := int32(binary.BigEndian.Uint32(bt[OffRecordCount:]))
-	if count <= 0 {
+	if lim.AllowGaps {
+		if count < 0 || lastDelta < 0 || int64(count) > int64(lastDelta)+1 {
+			return 0, 0, fmt.Errorf("%w: record count %d, lastOffsetDelta %d", ErrInvalidRecord, count, lastDelta)
+		}
+	} else if count <= 0 {
 		return 0, 0, fmt.Errorf("%w: record count %d", ErrInvalidRecord, count)
 	}
-	if lastDelta < 0 || int64(lastDelta)+1 != int64(count) {
+	if !lim.AllowGaps && (lastDelta < 0 || int64(lastDelta)+1 != int64(count)) {
 		return 0, 0, fmt.Errorf("%w: lastOffsetDelta %d does not match record count %d", ErrInvalidRecord, lastDelta, count)
 	}
 	if ProducerID(bt) >= 0 && BaseSequence(bt) < 0 {
@@ -175,7 +219,7 @@ func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordError
 			return 0, 0, fmt.Errorf("%w: %s (the batch's maxTimestamp)", ErrInvalidTimestamp, err)
 		}
 	}
-	w := walker{lim: lim, firstTS: int64(binary.BigEndian.Uint64(bt[OffFirstTimestamp:])), errs: rerrs}
+	w := walker{lim: lim, firstTS: int64(binary.BigEndian.Uint64(bt[OffFirstTimestamp:])), errs: rerrs, delayed: delayed}
 	w.checkTimes = !lim.SkipTimestamps && (lim.BeforeMaxMs != math.MaxInt64 || lim.AfterMaxMs != math.MaxInt64)
 	if codec == 0 {
 		err = w.walk(bt[HeaderSize:], count)
@@ -185,7 +229,7 @@ func validateOne(ctx context.Context, b []byte, lim *Limits, rerrs **RecordError
 	if err != nil {
 		return 0, 0, err
 	}
-	return size, int64(count), nil
+	return size, int64(lastDelta) + 1, nil
 }
 
 // checkTS returns a message when ts is out of lim's range.
@@ -213,6 +257,7 @@ type walker struct {
 	firstTS    int64
 	checkTimes bool
 	errs       **RecordErrors
+	delayed    *bool
 }
 
 // refuse records a refused record, allocating the errors on the first.
@@ -224,7 +269,10 @@ func (w *walker) refuse(kind error, i int32, msg string) {
 }
 
 // record applies the per-record checks to a record that framed correctly.
-func (w *walker) record(i int32, tsDelta int64, keyNull bool) {
+func (w *walker) record(i int32, tsDelta int64, keyNull, delay bool) {
+	if delay {
+		*w.delayed = true
+	}
 	if w.lim.RequireKey && keyNull {
 		name := ""
 		if w.lim.Partition != nil {
@@ -249,11 +297,11 @@ func (w *walker) walk(p []byte, count int32) error {
 		}
 		rec := p[n : n+int(l)]
 		p = p[n+int(l):]
-		tsDelta, keyNull, err := walkRecord(rec)
+		tsDelta, keyNull, delay, err := walkRecord(rec)
 		if err != nil {
 			return fmt.Errorf("%w: record %d", err, i)
 		}
-		w.record(i, tsDelta, keyNull)
+		w.record(i, tsDelta, keyNull, delay)
 	}
 	if len(p) != 0 {
 		return fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(p))
@@ -302,23 +350,24 @@ func (w *walker) walkStream(br *bufio.Reader, count int32) error {
 		var (
 			tsDelta int64
 			keyNull bool
+			delay   bool
 		)
 		if l <= streamBufSize {
 			rec, err := br.Peek(int(l))
 			if err != nil {
 				return streamErr(err, "record %d", i)
 			}
-			if tsDelta, keyNull, err = walkRecord(rec); err != nil {
+			if tsDelta, keyNull, delay, err = walkRecord(rec); err != nil {
 				return fmt.Errorf("%w: record %d", err, i)
 			}
 			_, _ = br.Discard(int(l))
 		} else {
 			sr := streamRecord{br: br, left: l}
-			if tsDelta, keyNull, err = sr.walk(); err != nil {
+			if tsDelta, keyNull, delay, err = sr.walk(); err != nil {
 				return fmt.Errorf("%w: record %d", err, i)
 			}
 		}
-		w.record(i, tsDelta, keyNull)
+		w.record(i, tsDelta, keyNull, delay)
 	}
 	// The stream must end here: reading to its end also checks the
 	// codec's own checksum, where it has one.
@@ -341,48 +390,53 @@ func streamErr(err error, format string, args ...any) error {
 }
 
 // walkRecord checks one record body (after its length varint).
-func walkRecord(r []byte) (tsDelta int64, keyNull bool, err error) {
+func walkRecord(r []byte) (tsDelta int64, keyNull, delay bool, err error) {
 	if len(r) < 1 {
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
 	r = r[1:] // attributes
 	tsDelta, n := binary.Varint(r)
 	if n <= 0 {
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
 	r = r[n:]
 	if _, n = binary.Varint(r); n <= 0 || n > 5 { // offsetDelta
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
 	r = r[n:]
 	var klen int64
 	if klen, r, err = skipBytes(r, true); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	keyNull = klen < 0
 	if _, r, err = skipBytes(r, true); err != nil { // value
-		return 0, false, err
+		return 0, false, false, err
 	}
 	hc, n := binary.Varint(r)
 	if n <= 0 {
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
 	if hc < 0 || hc > int64(len(r)) {
-		return 0, false, ErrInvalidRecord
+		return 0, false, false, ErrInvalidRecord
 	}
 	r = r[n:]
 	for j := int64(0); j < hc; j++ {
-		if _, r, err = skipBytes(r, false); err != nil { // header key, never null
-			return 0, false, err
+		k := r
+		var kl int64
+		if kl, r, err = skipBytes(r, false); err != nil { // header key, never null
+			return 0, false, false, err
+		}
+		if kl == int64(len(HeaderDeliverAt)) || kl == int64(len(HeaderDelayMs)) {
+			delay = delay || IsDelayHeader(k[len(k)-len(r)-int(kl):len(k)-len(r)])
 		}
 		if _, r, err = skipBytes(r, true); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 	}
 	if len(r) != 0 {
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
-	return tsDelta, keyNull, nil
+	return tsDelta, keyNull, delay, nil
 }
 
 func skipBytes(r []byte, nullable bool) (int64, []byte, error) {
@@ -459,40 +513,75 @@ func (s *streamRecord) skip(nullable bool) (int64, error) {
 	return 0, nil
 }
 
-func (s *streamRecord) walk() (tsDelta int64, keyNull bool, err error) {
+func (s *streamRecord) walk() (tsDelta int64, keyNull, delay bool, err error) {
 	if _, err = s.ReadByte(); err != nil { // attributes
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if tsDelta, err = s.varint(); err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if _, err = s.varint(); err != nil { // offsetDelta
-		return 0, false, err
+		return 0, false, false, err
 	}
 	klen, err := s.skip(true)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if _, err = s.skip(true); err != nil { // value
-		return 0, false, err
+		return 0, false, false, err
 	}
 	hc, err := s.varint()
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if hc < 0 || hc > s.left {
-		return 0, false, ErrInvalidRecord
+		return 0, false, false, ErrInvalidRecord
 	}
 	for j := int64(0); j < hc; j++ {
-		if _, err = s.skip(false); err != nil {
-			return 0, false, err
+		var d bool
+		if d, err = s.skipKey(); err != nil {
+			return 0, false, false, err
 		}
+		delay = delay || d
 		if _, err = s.skip(true); err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 	}
 	if s.left != 0 {
-		return 0, false, ErrCorrupt
+		return 0, false, false, ErrCorrupt
 	}
-	return tsDelta, klen < 0, nil
+	return tsDelta, klen < 0, delay, nil
+}
+
+// skipKey skips a header key, reporting whether it is a delay header.
+func (s *streamRecord) skipKey() (bool, error) {
+	l, err := s.varint()
+	if err != nil {
+		return false, err
+	}
+	if l < 0 {
+		return false, ErrInvalidRecord
+	}
+	if l > s.left {
+		return false, ErrCorrupt
+	}
+	if l == int64(len(HeaderDeliverAt)) || l == int64(len(HeaderDelayMs)) {
+		k, err := s.br.Peek(int(l))
+		if err != nil {
+			return false, streamErr(err, "record field")
+		}
+		d := IsDelayHeader(k)
+		_, _ = s.br.Discard(int(l))
+		s.left -= l
+		return d, nil
+	}
+	for l > 0 {
+		n, err := s.br.Discard(int(min(l, streamBufSize)))
+		l -= int64(n)
+		s.left -= int64(n)
+		if err != nil {
+			return false, streamErr(err, "record field")
+		}
+	}
+	return false, nil
 }

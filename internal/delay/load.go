@@ -1,0 +1,177 @@
+package delay
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+)
+
+// scan reads the store partition from its start to its high watermark
+// and indexes the live entries due within the horizon; later ones are
+// counted, and the earliest of them decides when the next scan runs. The
+// first scan (load) also finds the markers of deliveries a crash may have
+// cut short and queues them to be sent again with the same sequences.
+// Deliveries and cancels run on the same goroutine, so nothing but Hold's
+// additions (which merge by key) changes the store meanwhile.
+func (p *part) scan(ctx context.Context, first bool) error {
+	start := time.Now()
+	now := p.s.now()
+	cut := now + p.s.cfg.Horizon.Milliseconds()
+	lim := p.s.cfg.MemoryEntries
+
+	p.mu.Lock()
+	if !first {
+		p.cutoff = max(p.cutoff, cut)
+	}
+	p.farMin, p.farCount = math.MaxInt64, 0
+	p.mu.Unlock()
+
+	interned := map[Target]*target{}
+	intern := func(t Target) *target {
+		if x := interned[t]; x != nil {
+			return x
+		}
+		p.mu.Lock()
+		x := p.target(t)
+		p.mu.Unlock()
+		interned[t] = x
+		return x
+	}
+	loc := map[entryID]*entry{}
+	markers := map[*target]Marker{}
+	finished := map[entryID]int64{}
+	farMin, farCount := int64(math.MaxInt64), int64(0)
+	shrink := func() {
+		dues := make([]int64, 0, len(loc))
+		for _, e := range loc {
+			dues = append(dues, e.due)
+		}
+		slices.Sort(dues)
+		cut = dues[lim/2]
+		for id, e := range loc {
+			if e.due > cut {
+				delete(loc, id)
+				farMin = min(farMin, e.due)
+				farCount++
+			}
+		}
+	}
+	hw := p.p.HighWatermark()
+	err := scanLog(ctx, p.p, 0, hw, func(off, ts int64, key, value []byte) error {
+		kind, t, res, err := ParseKey(key)
+		if err != nil {
+			p.s.log.Warn("delay store: skipping a record", "partition", p.id, "offset", off, "err", err)
+			return nil
+		}
+		x := intern(t)
+		if kind == kindMarker {
+			if value == nil {
+				delete(markers, x)
+			} else if m, err := DecodeMarker(value); err == nil {
+				markers[x] = m
+			}
+			return nil
+		}
+		id := entryID{x, res}
+		if value == nil {
+			if first && ts >= now-finishedKeep.Milliseconds() {
+				finished[id] = ts
+			}
+			if loc[id] != nil {
+				delete(loc, id)
+			} else if farCount > 0 {
+				farCount--
+			}
+			return nil
+		}
+		due, err := entryDue(value)
+		if err != nil {
+			p.s.log.Warn("delay store: skipping an entry", "partition", p.id, "offset", off, "err", err)
+			return nil
+		}
+		if due > cut {
+			farMin = min(farMin, due)
+			farCount++
+			return nil
+		}
+		if e := loc[id]; e != nil {
+			e.off, e.due = off, due
+		} else {
+			loc[id] = &entry{due: due, off: off, t: x, res: res}
+		}
+		if len(loc) > lim {
+			shrink()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutoff = cut
+	for id, e := range loc {
+		if p.index[id] == nil {
+			p.index[id] = e
+			if p.loaded {
+				p.w.put(e)
+			}
+		}
+	}
+	if first {
+		for _, e := range p.index {
+			p.w.put(e)
+		}
+		p.loaded = true
+		for id, ts := range finished {
+			p.finished[id] = ts
+		}
+		for x, m := range markers {
+			p.resume(x, m)
+		}
+		close(p.ready)
+	}
+	p.farMin = min(p.farMin, farMin)
+	p.farCount += farCount
+	p.evict()
+	p.lastScan, p.scanDur = time.Now(), time.Since(start)
+	lvl := slog.LevelDebug
+	if first {
+		lvl = slog.LevelInfo
+	}
+	p.s.log.Log(ctx, lvl, "delay store scanned", "partition", p.id, "indexed", len(p.index), "far", p.farCount,
+		"took", p.scanDur)
+	return nil
+}
+
+// resume queues the delivery a marker names when its entries are still
+// pending: sent again with the marker's sequences, it is appended if the
+// crash came before the append and dropped as a duplicate by the target's
+// producer state if after. mu held.
+func (p *part) resume(x *target, m Marker) {
+	es := make([]*entry, 0, len(m.Entries))
+	for _, me := range m.Entries {
+		if e := p.index[entryID{x, me.Reserved}]; e != nil {
+			es = append(es, e)
+		}
+	}
+	if len(es) == 0 {
+		return // delivered and tombstoned
+	}
+	if len(es) != len(m.Entries) {
+		// Tombstones are written in one batch, so this does not happen;
+		// sending fewer records under the same sequences would not match.
+		p.s.log.Error("delay store: a marker's entries are partly gone; delivering the rest anew",
+			"target", x.Target, "marker", len(m.Entries), "pending", len(es))
+		return
+	}
+	for _, e := range es {
+		e.busy = true
+	}
+	x.retry = &chunk{t: x, es: es, firstSeq: m.FirstSeq, resumed: true}
+	x.nextSeq = incSeq(m.FirstSeq, int32(len(es)))
+	x.seqKnown = true
+}

@@ -1,0 +1,234 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
+)
+
+// ForwardClientID is the client id a broker forwards held records to the
+// delay store partition's leader with (cluster mode): the only producer
+// the leader takes __sluice_delay records from, and only with
+// ClusterAction on the cluster.
+const ForwardClientID = "sluice-delay"
+
+// Remote is how the service reaches partitions led by other brokers in
+// cluster mode: a kgo client on the inter-broker listener, configured with
+// acks=all (kgo.RequiredAcks must match the raw requests' acks) and
+// ForwardClientID.
+type Remote struct {
+	cl *kgo.Client
+	// leader is the broker id leading a partition, from the cluster's own
+	// view (kgo sends a raw Produce to any broker, not to the leader).
+	leader func(topic string, partition int32) (int32, bool)
+}
+
+// ErrNoLeader: no broker leads the partition at the moment (retried).
+var ErrNoLeader = errors.New("delay: the partition has no leader at the moment")
+
+// NewRemote wraps cl; leader names the broker leading a partition.
+func NewRemote(cl *kgo.Client, leader func(topic string, partition int32) (int32, bool)) *Remote {
+	return &Remote{cl: cl, leader: leader}
+}
+
+// IsForward implements the produce path's check (kafka.Delayer).
+func (s *Service) IsForward(topic, clientID string) bool {
+	return topic == Topic && clientID == ForwardClientID
+}
+
+// produce sends one batch to the leader of topic-partition with acks=all.
+func (r *Remote) produce(ctx context.Context, topic string, partition int32, records []byte) (int64, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	id, ok := r.leader(topic, partition)
+	if !ok {
+		return 0, fmt.Errorf("producing to %s-%d: %w", topic, partition, ErrNoLeader)
+	}
+	kresp, err := r.cl.Broker(int(id)).Request(ctx, req)
+	if err != nil {
+		r.cl.ForceMetadataRefresh()
+		return 0, fmt.Errorf("producing to %s-%d: %w", topic, partition, err)
+	}
+	resp := kresp.(*kmsg.ProduceResponse)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic != topic || p.Partition != partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+					r.cl.ForceMetadataRefresh()
+				}
+				msg := ""
+				if p.ErrorMessage != nil {
+					msg = ": " + *p.ErrorMessage
+				}
+				return 0, fmt.Errorf("producing to %s-%d: %w%s", topic, partition, err, msg)
+			}
+			return p.BaseOffset, nil
+		}
+	}
+	return 0, fmt.Errorf("producing to %s-%d: no answer for the partition", topic, partition)
+}
+
+// lastSeq asks the leader of t for pid's last sequence (DescribeProducers).
+func (r *Remote) lastSeq(ctx context.Context, t Target, pid int64) (int32, bool, error) {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = t.Topic, []int32{t.Partition}
+	req.Topics = append(req.Topics, rt)
+	for _, sh := range r.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return 0, false, sh.Err
+		}
+		resp := sh.Resp.(*kmsg.DescribeProducersResponse)
+		for _, tt := range resp.Topics {
+			for _, p := range tt.Partitions {
+				if tt.Topic != t.Topic || p.Partition != t.Partition {
+					continue
+				}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return 0, false, err
+				}
+				for _, ap := range p.ActiveProducers {
+					if ap.ProducerID == pid && ap.ProducerEpoch == 0 && ap.LastSequence >= 0 {
+						return ap.LastSequence, true, nil
+					}
+				}
+				return 0, false, nil
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("DescribeProducers for %s: no answer", t)
+}
+
+// HoldForwarded appends records another broker held to store partition p
+// and indexes them (kafka.Delayer).
+func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(context.Context, bool) error, error) {
+	sp, err := s.partByID(p.ID())
+	if err != nil {
+		return log.AppendResult{}, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, err)
+	}
+	// A producer's retry can forward records that were held, delivered
+	// and tombstoned since: those this partition has pending or finished
+	// lately are left out (their offsets stay, empty), as Hold does for a
+	// local store partition. The replay must be in first.
+	select {
+	case <-sp.ready:
+	case <-sp.done:
+		return log.AppendResult{}, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, ErrNotOwned)
+	case <-ctx.Done():
+		return log.AppendResult{}, nil, ctx.Err()
+	}
+	if payload, err = sp.dropKnown(payload); err != nil {
+		return log.AppendResult{}, nil, err
+	}
+	res, err := p.AppendHeld(ctx, payload)
+	if err != nil {
+		return res, nil, err
+	}
+	by := map[Target][]*entry{}
+	off := res.BaseOffset
+	for b := payload; len(b) > 0; {
+		size, err := batch.Size(b)
+		if err != nil || size > len(b) {
+			break
+		}
+		h, recs, err := batch.Records(b[:size])
+		if err != nil {
+			break
+		}
+		for i := range recs {
+			kind, t, r, err := ParseKey(recs[i].Key)
+			if err != nil || kind != kindEntry || recs[i].Value == nil {
+				continue
+			}
+			due, err := entryDue(recs[i].Value)
+			if err != nil {
+				continue
+			}
+			by[t] = append(by[t], &entry{due: due, off: off + int64(recs[i].OffsetDelta), res: r})
+		}
+		off += int64(h.LastOffsetDelta) + 1
+		b = b[size:]
+	}
+	n := 0
+	for t, es := range by {
+		sp.add(t, es)
+		n += len(es)
+	}
+	s.m.held.Add(float64(n))
+	return res, nil, nil
+}
+
+func (s *Service) partByID(i int32) (*part, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.parts[i]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s-%d", ErrNotOwned, Topic, i)
+}
+
+// retriable reports whether a remote error may pass (leadership moving).
+func retriable(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	return true
+}
+
+// dropKnown rewrites forwarded store batches without the entries this
+// partition has pending or recently finished (batches keep their offsets).
+func (p *part) dropKnown(payload []byte) ([]byte, error) {
+	var out []byte
+	for b := payload; len(b) > 0; {
+		size, err := batch.Size(b)
+		if err != nil || size > len(b) {
+			return nil, fmt.Errorf("%w: forwarded batch", log.ErrCorruptMessage)
+		}
+		h, recs, err := batch.Records(b[:size])
+		if err != nil {
+			return nil, fmt.Errorf("%w: forwarded batch: %v", log.ErrCorruptMessage, err)
+		}
+		keep := recs[:0]
+		p.mu.Lock()
+		for _, r := range recs {
+			kind, t, off, err := ParseKey(r.Key)
+			if err == nil && kind == kindEntry && r.Value != nil && p.known(p.target(t), off) {
+				continue
+			}
+			keep = append(keep, r)
+		}
+		p.mu.Unlock()
+		if len(keep) == int(h.RecordCount) {
+			out = append(out, b[:size]...)
+		} else {
+			nb, err := batch.Rebuild(h, keep)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, nb...)
+		}
+		b = b[size:]
+	}
+	return out, nil
+}

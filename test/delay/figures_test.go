@@ -1,0 +1,187 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// The figures of docs/benchmarks.md, "Delayed delivery". Benchmarks, not
+// tests: run one at a time with -benchtime=1x, e.g.
+//
+//	go test -run XXX -bench BenchmarkDelayLateness -benchtime=1x ./test/delay/
+//	SLUICE_DELAY_PENDING=10000000 go test -run XXX -bench BenchmarkDelayPending -benchtime=1x -timeout 1h ./test/delay/
+
+// BenchmarkDelayLateness produces N records due in the same second
+// (sluice-deliver-at, one value for all) and reports delivery lateness as
+// a consumer sees it: the time the consumer got each record minus its due
+// time (so consumer fetch latency is included).
+func BenchmarkDelayLateness(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			br := testbroker.Start(b, testbroker.WithConfig(func(c *config.Config) { c.LogLevel = "info" }))
+			topic := "lateness"
+			testbroker.CreateTopic(b, br.Addr(), topic, 8, nil)
+			c := consume(b, br.Addr(), topic)
+			cl := testbroker.NewClient(b, br.Addr(), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+			lead := 3*time.Second + time.Duration(n/10_000)*time.Second
+			due := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
+			at := []byte(strconv.FormatInt(due.UnixMilli(), 10))
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			var firstErr error
+			var mu sync.Mutex
+			began := time.Now()
+			for i := range n {
+				wg.Add(1)
+				cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte("r" + strconv.Itoa(i)),
+					Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: at}}}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			if firstErr != nil {
+				b.Fatal(firstErr)
+			}
+			if time.Now().After(due) {
+				b.Fatalf("producing %d took %v, past the due time", n, time.Since(began))
+			}
+			b.Logf("produced %d in %v; due at %s", n, time.Since(began), due.Format(time.RFC3339))
+			testbroker.Eventually(b, 2*time.Minute, "all delivered", func() error {
+				if k := c.count(); k < n {
+					return fmt.Errorf("%d of %d", k, n)
+				}
+				return nil
+			})
+			var late []time.Duration
+			c.mu.Lock()
+			for _, s := range c.recs {
+				late = append(late, s[0].at.Sub(due))
+			}
+			c.mu.Unlock()
+			slices.Sort(late)
+			p50, p99, mx := late[len(late)/2], late[len(late)*99/100], late[len(late)-1]
+			b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+			b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+			b.ReportMetric(float64(mx.Milliseconds()), "max-ms")
+			b.Logf("%d due at once: lateness p50 %v p99 %v max %v (min %v)", n, p50, p99, mx, late[0])
+		})
+	}
+}
+
+// BenchmarkDelayPending holds SLUICE_DELAY_PENDING records (default
+// 1,000,000) for a day in the real binary and reports the broker's RSS
+// before and after; then it SIGKILLs and restarts it and reports how long
+// from the restart until records that fell due meanwhile are delivered.
+// With SLUICE_DELAY_BASELINE=1 the same records are produced with a header
+// that asks for nothing, for the RSS the log itself costs.
+func BenchmarkDelayPending(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("SLUICE_DELAY_PENDING"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	bin := testbroker.BuildBinary(b)
+	p := testbroker.StartProcess(b, bin, "--log-level", "info")
+	const topic = "pending"
+	testbroker.CreateTopic(b, p.Addr(), topic, 8, nil)
+	// A first delayed record so that the store exists and is loaded.
+	cl := testbroker.NewClient(b, p.Addr(), kgo.ProducerLinger(10*time.Millisecond), kgo.MaxBufferedRecords(200_000),
+		kgo.ProducerBatchMaxBytes(1<<20))
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x"),
+		Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte("1")}}}).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	before, err := testbroker.ReadMemory(p.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	day := []byte(strconv.FormatInt((24 * time.Hour).Milliseconds(), 10))
+	hdrs := []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: day}}
+	baseline := os.Getenv("SLUICE_DELAY_BASELINE") == "1"
+	if baseline {
+		// The same records with a header of the same size that asks for
+		// nothing: what the broker costs without holding them.
+		hdrs = []kgo.RecordHeader{{Key: "sluice-delay-xx", Value: day}}
+	}
+	began := time.Now()
+	var wg sync.WaitGroup
+	var failed sync.Once
+	var ferr error
+	val := make([]byte, 100)
+	for i := range n {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val, Key: []byte(strconv.Itoa(i)),
+			Headers: hdrs}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Do(func() { ferr = err })
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if ferr != nil {
+		b.Fatal(ferr)
+	}
+	took := time.Since(began)
+	b.Logf("held %d records (100-byte values) in %v: %.0f records/s", n, took, float64(n)/took.Seconds())
+	time.Sleep(5 * time.Second)
+	after, err := testbroker.ReadMemory(p.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	extra := after.RSS - before.RSS
+	b.Logf("RSS %d MiB before, %d MiB with %d pending: %d MiB extra (%.1f bytes a record)", before.RSS>>20, after.RSS>>20, n, extra>>20, float64(extra)/float64(n))
+	b.ReportMetric(float64(extra>>20), "extra-RSS-MiB")
+	if baseline {
+		return
+	}
+
+	// Records due 3 s from now; the broker is killed at once and restarted.
+	due := time.Now().Add(3 * time.Second)
+	at := []byte(strconv.FormatInt(due.UnixMilli(), 10))
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte("due-" + strconv.Itoa(i)),
+			Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: at}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	p.Kill()
+	time.Sleep(time.Until(due))
+	restarted := time.Now()
+	p.Restart()
+	ready := time.Since(restarted)
+	c := consume(b, p.Addr(), topic)
+	testbroker.Eventually(b, 10*time.Minute, "due records delivered after the restart", func() error {
+		for i := range 100 {
+			if len(c.get("due-"+strconv.Itoa(i))) == 0 {
+				return fmt.Errorf("due-%d not yet", i)
+			}
+		}
+		return nil
+	})
+	resumed := time.Since(restarted)
+	b.Logf("restart with %d pending: ready in %v, due records delivered %v after the restart", n, ready, resumed)
+	b.ReportMetric(resumed.Seconds(), "resume-s")
+	after2, _ := testbroker.ReadMemory(p.Pid())
+	b.Logf("RSS after the restart: %d MiB", after2.RSS>>20)
+}
