@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -44,10 +43,6 @@ const clientRecords = 2000
 // few seconds.
 const clientTimeout = 3 * time.Minute
 
-// pythonInterp is the Debian interpreter, which has the Debian client
-// packages; the python3 first on PATH may be another one without them.
-const pythonInterp = "/usr/bin/python3"
-
 // clientRec is one record as a client read it back.
 type clientRec struct {
 	Partition int32
@@ -60,41 +55,6 @@ type clientAck struct {
 	seq       int
 	partition int32
 	offset    int64
-}
-
-// needClientTool returns the path of an external client. A missing tool
-// fails the test (scripts/install-test-deps.sh installs them all) unless
-// SLUICE_SKIP_MISSING_TOOLS=1 asks for a skip.
-func needClientTool(t *testing.T, name string) string {
-	t.Helper()
-	if strings.Contains(name, "/") {
-		if _, err := os.Stat(name); err != nil {
-			missingClient(t, name+" is not installed")
-		}
-		return name
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		missingClient(t, name+" is not installed")
-	}
-	return p
-}
-
-// needPythonModule checks that the Debian interpreter can import module.
-func needPythonModule(t *testing.T, module, pkg string) {
-	t.Helper()
-	needClientTool(t, pythonInterp)
-	if out, err := exec.Command(pythonInterp, "-c", "import "+module).CombinedOutput(); err != nil {
-		missingClient(t, "python module "+module+" (Debian package "+pkg+") is not importable: "+strings.TrimSpace(string(out)))
-	}
-}
-
-func missingClient(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
-		t.Skipf("%s (SLUICE_SKIP_MISSING_TOOLS=1)", what)
-	}
-	t.Fatalf("%s: run scripts/install-test-deps.sh as root (or set SLUICE_SKIP_MISSING_TOOLS=1 to skip)", what)
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.
@@ -389,7 +349,7 @@ func checkClientRecords(t *testing.T, reader, prefix string, got []clientRec, ac
 // kcat blocked on an idle stdin does neither; so the test could not know
 // when the first half is acknowledged.
 func TestClusterKcat(t *testing.T) {
-	kcat := needClientTool(t, "kcat")
+	kcat := testbroker.NeedTool(t, "kcat")
 	cc := startClientCluster(t, "kcat")
 	produce := func(lo, hi int) {
 		t.Helper()
@@ -469,9 +429,9 @@ func TestClusterPython(t *testing.T) {
 	script := filepath.Join("testdata", "cluster_clients.py")
 	for _, pc := range clients {
 		t.Run(pc.name, func(t *testing.T) {
-			needPythonModule(t, pc.module, pc.pkg)
+			testbroker.NeedPythonModule(t, pc.module, pc.pkg)
 			cc := startClientCluster(t, "python")
-			p := startClientProc(t, pythonInterp, script, pc.name, "produce", strings.Join(cc.seeds, ","), cc.topic, strconv.Itoa(clientRecords))
+			p := startClientProc(t, testbroker.Python, script, pc.name, "produce", strings.Join(cc.seeds, ","), cc.topic, strconv.Itoa(clientRecords))
 			if line := p.readLine(); line != "half" {
 				t.Fatalf("%s: %q from the script, want \"half\"", pc.name, line)
 			}
@@ -503,7 +463,7 @@ func TestClusterPython(t *testing.T) {
 			cc.checkFranz(t, pc.name, acks)
 
 			began := time.Now()
-			out = startClientProc(t, pythonInterp, script, pc.name, "consume", strings.Join(cc.c.Addrs(), ","), cc.topic,
+			out = startClientProc(t, testbroker.Python, script, pc.name, "consume", strings.Join(cc.c.Addrs(), ","), cc.topic,
 				strconv.Itoa(clientRecords), "g-"+pc.name).finish()
 			t.Logf("%s group consumer done in %v", pc.name, time.Since(began).Round(100*time.Millisecond))
 			var recs [][3]json.RawMessage

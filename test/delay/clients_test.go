@@ -2,14 +2,10 @@ package delay
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +15,7 @@ import (
 // TestKcatDelayed produces with kcat (librdkafka): one run with
 // sluice-delay-ms on every record, one with sluice-deliver-at, one plain.
 func TestKcatDelayed(t *testing.T) {
-	kcat := needTool(t, "kcat")
+	kcat := testbroker.NeedTool(t, "kcat")
 	b := testbroker.Start(t)
 	const topic = "kcat-delayed"
 	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
@@ -39,7 +35,7 @@ func TestKcatDelayed(t *testing.T) {
 		if hdr != "" {
 			args = append(args, "-H", hdr)
 		}
-		run(t, in.Bytes(), time.Minute, kcat, args...)
+		testbroker.RunTool(t, in.Bytes(), time.Minute, kcat, args...)
 	}
 	check(t, c, want, 30*time.Second)
 }
@@ -48,10 +44,8 @@ func TestKcatDelayed(t *testing.T) {
 // (idempotent): delayed and plain records mixed in the same batches. The
 // offsets its delivery reports give are the ones held for the records.
 func TestConfluentPythonDelayed(t *testing.T) {
-	py := needTool(t, "/usr/bin/python3")
-	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
-		missing(t, "python3-confluent-kafka is not installed")
-	}
+	testbroker.NeedPythonModule(t, "confluent_kafka", "python3-confluent-kafka")
+	py := testbroker.Python
 	b := testbroker.Start(t)
 	const topic = "python-delayed"
 	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
@@ -80,7 +74,7 @@ func TestConfluentPythonDelayed(t *testing.T) {
 		want = append(want, expect{r.Value, nb})
 	}
 	js, _ := json.Marshal(in)
-	out := run(t, js, 2*time.Minute, py, filepath.Join("testdata", "confluent_delay.py"), b.Addr(), topic)
+	out := testbroker.RunTool(t, js, 2*time.Minute, py, filepath.Join("testdata", "confluent_delay.py"), b.Addr(), topic)
 	var reports []struct {
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
@@ -98,42 +92,4 @@ func TestConfluentPythonDelayed(t *testing.T) {
 		}
 	}
 	check(t, c, want, 30*time.Second)
-}
-
-func needTool(t testing.TB, name string) string {
-	t.Helper()
-	if strings.Contains(name, "/") {
-		if _, err := os.Stat(name); err != nil {
-			missing(t, name+" is not installed")
-		}
-		return name
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		missing(t, name+" is not installed")
-	}
-	return p
-}
-
-func missing(t testing.TB, what string) {
-	t.Helper()
-	if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
-		t.Skipf("%s (SLUICE_SKIP_MISSING_TOOLS=1)", what)
-	}
-	t.Fatalf("%s: run scripts/install-test-deps.sh as root (or set SLUICE_SKIP_MISSING_TOOLS=1 to skip)", what)
-}
-
-func run(t testing.TB, stdin []byte, timeout time.Duration, name string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\nstderr:\n%s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.Bytes()
 }

@@ -18,20 +18,6 @@ import (
 	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
-// needTool returns the path of an installed tool or skips/fails as the
-// compat suite does.
-func needTool(t *testing.T, path string) string {
-	t.Helper()
-	p, err := exec.LookPath(path)
-	if err != nil {
-		if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
-			t.Skipf("%s is not installed (SLUICE_SKIP_MISSING_TOOLS=1)", path)
-		}
-		t.Fatalf("%s is not installed: run scripts/install-test-deps.sh as root (or set SLUICE_SKIP_MISSING_TOOLS=1 to skip)", path)
-	}
-	return p
-}
-
 func runTool(t *testing.T, timeout time.Duration, name string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -140,7 +126,7 @@ func TestKafkaGoReaderGroup(t *testing.T) {
 // TestKcatGroup: kcat -G (librdkafka's balanced consumer) consumes a topic
 // and commits; a second run in the same group sees only newer records.
 func TestKcatGroup(t *testing.T) {
-	kcat := needTool(t, "kcat")
+	kcat := testbroker.NeedTool(t, "kcat")
 	b := startBroker(t)
 	topic, grp := name(t, "t"), name(t, "g")
 	testbroker.CreateTopic(t, b.Addr(), topic, 3, nil)
@@ -169,7 +155,7 @@ func TestKcatGroup(t *testing.T) {
 // packages, run with /usr/bin/python3) consume in a group and commit.
 func TestPythonGroups(t *testing.T) {
 	const python = "/usr/bin/python3"
-	needTool(t, python)
+	testbroker.NeedTool(t, python)
 	b := startBroker(t)
 	for _, client := range []string{"confluent", "kafka-python"} {
 		t.Run(client, func(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 // every partition committed.
 func TestMemberProcessesSIGKILLed(t *testing.T) {
 	const python = "/usr/bin/python3"
-	needTool(t, python)
+	testbroker.NeedTool(t, python)
 	if err := exec.Command(python, "-c", "import confluent_kafka").Run(); err != nil {
 		if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
 			t.Skip("python module confluent_kafka missing")

@@ -6,10 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,22 +16,11 @@ import (
 	"github.com/sluice-mq/sluice/test/retry/load"
 )
 
-// python is the Debian interpreter, which has python3-confluent-kafka.
-const python = "/usr/bin/python3"
-
 // needConfluentKafka fails the test unless the module is importable, as the
 // compat tests do (SLUICE_SKIP_MISSING_TOOLS=1 turns that into a skip).
 func needConfluentKafka(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command(python, "-c", "import confluent_kafka").CombinedOutput()
-	if err == nil {
-		return
-	}
-	msg := "python module confluent_kafka (Debian package python3-confluent-kafka) is not importable: " + strings.TrimSpace(string(out))
-	if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
-		t.Skip(msg)
-	}
-	t.Fatal(msg + ": run scripts/install-test-deps.sh as root")
+	testbroker.NeedPythonModule(t, "confluent_kafka", "python3-confluent-kafka")
 }
 
 // TestPythonExampleFollowsConvention runs docs/examples/retry_consumer.py
@@ -66,7 +53,7 @@ func TestPythonExampleFollowsConvention(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, args...)
+	cmd := exec.CommandContext(ctx, testbroker.Python, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
