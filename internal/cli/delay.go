@@ -70,7 +70,7 @@ func adminCall(cmd *cobra.Command, method, path string, q url.Values, out any) e
 	cl := &http.Client{Timeout: 60 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return fmt.Errorf("reaching the broker's admin listener: %w", err)
+		return fmt.Errorf("reaching the broker's admin listener (the broker serves it with --admin-listen; point --admin at it): %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
