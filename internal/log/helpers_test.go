@@ -53,7 +53,8 @@ func newEnv(t testing.TB) *env {
 	return &env{t: t, dir: t.TempDir(), clk: newClock()}
 }
 
-func (v *env) open() *Engine {
+// openBackends opens the env's stores (as open does) so a test can wrap them.
+func (v *env) openBackends() {
 	v.t.Helper()
 	if v.store == nil {
 		s, err := localfs.New(filepath.Join(v.dir, "objects"))
@@ -69,6 +70,11 @@ func (v *env) open() *Engine {
 		}
 		v.md = m
 	}
+}
+
+func (v *env) open() *Engine {
+	v.t.Helper()
+	v.openBackends()
 	cfg := DefaultConfig(filepath.Join(v.dir, "wal"))
 	cfg.Now = v.clk.Now
 	cfg.RetentionCheckInterval = time.Hour // tests drive cleanOnce

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,9 +15,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/meta"
-	"github.com/sluice-mq/sluice/internal/meta/embedded"
 	"github.com/sluice-mq/sluice/internal/objstore"
-	"github.com/sluice-mq/sluice/internal/objstore/localfs"
 )
 
 // mergeFixture is a data directory with topics whose partitions are
@@ -91,25 +88,6 @@ func (f *mergeFixture) set(fanIn int, hook func(string) error) {
 }
 
 func noMerge(c *Config) { c.MergeFanIn = -1 }
-
-// openBackends opens the env's stores (as open does) so a test can wrap them.
-func (v *env) openBackends() {
-	v.t.Helper()
-	if v.store == nil {
-		s, err := localfs.New(filepath.Join(v.dir, "objects"))
-		if err != nil {
-			v.t.Fatal(err)
-		}
-		v.store = s
-	}
-	if v.md == nil {
-		m, err := embedded.Open(filepath.Join(v.dir, "meta.db"))
-		if err != nil {
-			v.t.Fatal(err)
-		}
-		v.md = m
-	}
-}
 
 func (f *mergeFixture) merge() {
 	f.t.Helper()
