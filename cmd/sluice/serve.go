@@ -31,7 +31,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"authorizer-enabled", "authorizer.enabled", "check requests against ACLs (true/false); off, the ACL APIs answer SECURITY_DISABLED"},
 	{"super-users", "authorizer.super_users", "principals allowed everything, comma-separated (e.g. User:admin)"},
 	{"allow-everyone-if-no-acl-found", "authorizer.allow_everyone_if_no_acl_found", "allow operations on resources no ACL names (true/false)"},
-	{"admin-listen", "admin_listen", "HTTP address for /metrics and /healthz (empty: off)"},
+	{"admin-listen", "admin_listen", "HTTP address of the admin API, /metrics and /healthz (default 127.0.0.1:9644; empty: off)"},
 	{"node-id", "node_id", "this broker's node id"},
 	{"rack", "rack", "this broker's rack, reported to clients (Kafka's broker.rack)"},
 	{"cluster-id", "cluster_id", "cluster id (generated on first start when empty)"},
@@ -75,6 +75,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"inter-broker-ca-file", "cluster.inter_broker_ca_file", "cluster mode: PEM CA of the brokers' certificates on a TLS inter-broker listener"},
 	{"put-hedge", "cluster.put_hedge", "cluster mode: race a flush PUT with a second one after this long, for at most 5% of PUTs (0: the recent p99 PUT time, at least 25ms; negative: never)"},
 	{"read-ahead-bytes", "cluster.read_ahead_bytes", "cluster mode: how far ahead of a consumer reading a partition in order its data is loaded into the block cache (0: 8 MiB or an eighth of the cache; negative: none)"},
+	{"lag-window", "lag.window", "commits per group and partition the lag verdict is made from (Burrow's intervals)"},
+	{"lag-stopped-after", "lag.stopped_after", "least time without commits, with lag, before a partition is STOPPED"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},
@@ -122,7 +124,7 @@ func serveCommand() *cobra.Command {
 				return err
 			}
 			if readyFile != "" {
-				if err := os.WriteFile(readyFile, []byte(srv.Addr()+"\n"), 0o644); err != nil {
+				if err := writeReadyFile(readyFile, srv.Addr(), srv.AdminAddr()); err != nil {
 					srv.Close()
 					return fmt.Errorf("ready-file: %w", err)
 				}
@@ -133,7 +135,7 @@ func serveCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file (flags and SLUICE_* env override it)")
-	cmd.Flags().StringVar(&readyFile, "ready-file", "", "write the bound Kafka address to this file once ready")
+	cmd.Flags().StringVar(&readyFile, "ready-file", "", "once ready, write the bound Kafka address to this file (and \"admin ADDR\" on a second line when the admin listener is on)")
 	def := config.Default()
 	for i, f := range flagKeys {
 		cmd.Flags().StringVar(&vals[i], f.flag, defaultString(def, f.key), f.usage)
@@ -171,4 +173,19 @@ func newLogger(cfg config.Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// writeReadyFile writes the bound Kafka address on the first line and, when
+// the admin listener is on, "admin ADDR" on the second. It writes a
+// temporary file and renames it, so that a reader never sees half of it.
+func writeReadyFile(path, kafka, admin string) error {
+	body := kafka + "\n"
+	if admin != "" {
+		body += "admin " + admin + "\n"
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

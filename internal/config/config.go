@@ -93,6 +93,20 @@ type Delay struct {
 	MemoryEntries int `yaml:"memory_entries"`
 }
 
+// Lag configures the lag verdicts (internal/lag, docs/lag.md).
+type Lag struct {
+	// Window is how many commits per group and partition the verdict is
+	// made from.
+	Window int `yaml:"window"`
+	// MinDistance is the least time between two commits kept in a window.
+	MinDistance time.Duration `yaml:"min_distance"`
+	// StoppedAfter is the least time without commits, with lag, for a
+	// partition to be STOPPED.
+	StoppedAfter time.Duration `yaml:"stopped_after"`
+	// MaxPartitions bounds the windows kept (groups x partitions).
+	MaxPartitions int `yaml:"max_partitions"`
+}
+
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
 // of internal/objstore/s3.Config, which checks them fully when the store
@@ -205,7 +219,9 @@ type Config struct {
 	TLS TLS `yaml:"tls"`
 	// Authorizer configures ACL checks.
 	Authorizer Authorizer `yaml:"authorizer"`
-	// AdminListen is the HTTP address for /metrics and admin; empty disables.
+	// AdminListen is the HTTP address of the admin listener (/metrics,
+	// /healthz, the JSON API under /v1/, profiling); empty disables it. By
+	// default it listens on the loopback interface only.
 	AdminListen string `yaml:"admin_listen"`
 	// DataDir holds the WAL, local objects and embedded metadata.
 	DataDir string `yaml:"data_dir"`
@@ -282,6 +298,9 @@ type Config struct {
 
 	Delay Delay `yaml:"delay"`
 
+	// Lag configures consumer lag verdicts.
+	Lag Lag `yaml:"lag"`
+
 	S3 S3 `yaml:"s3"`
 
 	Etcd    Etcd    `yaml:"etcd"`
@@ -310,10 +329,16 @@ type Config struct {
 	IdleMemoryReturn time.Duration `yaml:"idle_memory_return"`
 }
 
+// DefaultAdminListen is the admin listener's default address: the loopback
+// interface only, on Redpanda's admin port, so that the API and metrics
+// are on without being exposed.
+const DefaultAdminListen = "127.0.0.1:9644"
+
 // Default returns the built-in defaults.
 func Default() Config {
 	return Config{
 		Listen:                 "0.0.0.0:9092",
+		AdminListen:            DefaultAdminListen,
 		DataDir:                "./sluice-data",
 		NodeID:                 1,
 		AutoCreateTopics:       true,
@@ -345,6 +370,7 @@ func Default() Config {
 		},
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
 			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
+		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -466,6 +492,16 @@ func (c *Config) Validate() error {
 		return bad("transactions.max_timeout", "must be >= 1ms")
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
+	}
+	switch l := c.Lag; {
+	case l.Window < 2 || l.Window > 1000:
+		return bad("lag.window", "must be 2..1000, got %d", l.Window)
+	case l.MinDistance < 0:
+		return bad("lag.min_distance", "must be >= 0")
+	case l.StoppedAfter < time.Second:
+		return bad("lag.stopped_after", "must be >= 1s")
+	case l.MaxPartitions < 1:
+		return bad("lag.max_partitions", "must be >= 1")
 	}
 	switch d := c.Delay; {
 	case d.StorePartitions < 1 || d.StorePartitions > 10000:

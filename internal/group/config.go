@@ -50,6 +50,25 @@ type Config struct {
 	// ErrLoading (COORDINATOR_LOAD_IN_PROGRESS), as Kafka does while it
 	// loads, instead of ErrNotCoordinator. Nil: never.
 	Claimed func(p int32) bool
+	// Observer, when set, hears of every offset commit once it is durable
+	// (and of transactional offsets once their transaction commits): the
+	// lag tracker's window of commits. Nil: nobody listens.
+	Observer CommitObserver
+}
+
+// CommitObserver hears of committed offsets. Committed is called with the
+// group's lock held: it must be quick and must not call the coordinator.
+type CommitObserver interface {
+	Committed(group string, offsets []ObservedCommit)
+}
+
+// ObservedCommit is one partition's newly committed offset.
+type ObservedCommit struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// CommitTime is when the coordinator accepted it, Unix milliseconds.
+	CommitTime int64
 }
 
 // DefaultConfig returns Kafka's defaults.

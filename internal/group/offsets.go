@@ -113,6 +113,7 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 				g.offsets[k] = e
 			}
 		}
+		c.observe(g.id, r.Partitions, idx, entries, err)
 		if g.state == Dead {
 			// Deleted while the commit was in flight: a later replay sees
 			// the commit after the tombstone, so it is kept in memory too.
@@ -121,6 +122,19 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 		ch <- errs
 	})
 	return ch
+}
+
+// observe tells the configured observer of the commits that landed.
+func (c *Coordinator) observe(group string, parts []CommitPartition, idx []int, entries []*offsetEntry, err error) {
+	if c.cfg.Observer == nil || err != nil {
+		return
+	}
+	obs := make([]ObservedCommit, len(entries))
+	for j, e := range entries {
+		p := parts[idx[j]]
+		obs[j] = ObservedCommit{Topic: p.Topic, Partition: p.Partition, Offset: e.Offset, CommitTime: e.CommitTime}
+	}
+	c.cfg.Observer.Committed(group, obs)
 }
 
 // validateCommit is Kafka's classic-group validation of a commit.
@@ -169,6 +183,9 @@ type FetchedOffset struct {
 	// Unstable: a transaction has offsets for this partition waiting for
 	// its marker (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT).
 	Unstable bool
+	// CommitTime is when the offset was committed, Unix milliseconds (0
+	// when none).
+	CommitTime int64
 }
 
 // TopicPartitions names partitions of one topic.
@@ -201,7 +218,7 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []TopicPartitions) ([]
 		}
 		for k, e := range g.offsets {
 			out = append(out, FetchedOffset{Topic: k.topic, Partition: k.part, Offset: e.Offset, LeaderEpoch: e.LeaderEpoch, Metadata: e.Metadata,
-				Unstable: g.txnPending(k)})
+				Unstable: g.txnPending(k), CommitTime: e.CommitTime})
 		}
 		c.unlock(g)
 		sort.Slice(out, func(i, j int) bool {
@@ -217,7 +234,7 @@ func (c *Coordinator) FetchOffsets(groupID string, topics []TopicPartitions) ([]
 			f := FetchedOffset{Topic: t.Topic, Partition: p, Offset: -1, LeaderEpoch: -1}
 			if g != nil {
 				if e := g.offsets[tp{t.Topic, p}]; e != nil {
-					f.Offset, f.LeaderEpoch, f.Metadata = e.Offset, e.LeaderEpoch, e.Metadata
+					f.Offset, f.LeaderEpoch, f.Metadata, f.CommitTime = e.Offset, e.LeaderEpoch, e.Metadata, e.CommitTime
 				}
 				f.Unstable = g.txnPending(tp{t.Topic, p})
 			}

@@ -316,6 +316,13 @@ func (c *Coordinator) CompleteTxn(ctx context.Context, part int32, pid int64, co
 			continue
 		}
 		if g.part == part {
+			if commit && c.cfg.Observer != nil {
+				var obs []ObservedCommit
+				for k, e := range g.txnOffsets[pid] {
+					obs = append(obs, ObservedCommit{Topic: k.topic, Partition: k.part, Offset: e.Offset, CommitTime: e.CommitTime})
+				}
+				c.cfg.Observer.Committed(g.id, obs)
+			}
 			g.settleTxn(pid, commit)
 			c.txn.mu.Lock()
 			if len(g.txnOffsets[pid]) == 0 {

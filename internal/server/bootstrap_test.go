@@ -77,6 +77,7 @@ func TestClusterBootstrapSimultaneousStarts(t *testing.T) {
 		for i := range cfgs {
 			c := config.Default()
 			c.Listen = "127.0.0.1:0"
+			c.AdminListen = "127.0.0.1:0"
 			c.DataDir = t.TempDir()
 			c.NodeID = int32(i + 1)
 			c.Etcd.Endpoints = []string{e.Endpoint()}

@@ -278,6 +278,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if glue != nil {
 		gcfg.Claimed = glue.claimed(group.Topic)
 	}
+	lags, lagGroups := newLag(cfg.Lag, engine)
+	gcfg.Observer = lags
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		closeLns()
@@ -285,6 +287,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		md.Close()
 		return nil, err
 	}
+	lagGroups.c = groups
+	reg.MustRegister(lags.Collector())
 	// Groups load in the background; until then they answer
 	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 	groups.Start()
@@ -453,6 +457,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		if delays != nil {
 			mux.Handle("/v1/delay/", delays.Handler())
 		}
+		mux.Handle("/v1/lag", lags.Handler())
+		mux.Handle("/v1/lag/", lags.Handler())
 		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.adminLn = aln
 		go s.admin.Serve(aln)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,6 +92,7 @@ type Proc struct {
 	exited    chan struct{}
 	waitErr   error
 	addr      string
+	admin     string // admin HTTP address, from the ready file
 	starts    int
 }
 
@@ -142,6 +144,9 @@ func NewProcess(t testing.TB, bin string, args ...string) *Proc {
 // Addr is the address the running process is listening on.
 func (p *Proc) Addr() string { return p.addr }
 
+// AdminAddr is the running process's admin HTTP address ("" when off).
+func (p *Proc) AdminAddr() string { return p.admin }
+
 // DataDir is the process's data directory, kept across restarts.
 func (p *Proc) DataDir() string { return p.dataDir }
 
@@ -173,11 +178,17 @@ func (p *Proc) launch() {
 	if err := os.Remove(p.readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		p.t.Fatalf("testbroker: removing ready file: %v", err)
 	}
-	args := append([]string{"serve",
+	args := []string{"serve",
 		"--listen", "127.0.0.1:0",
 		"--data-dir", p.dataDir,
 		"--ready-file", p.readyFile,
-	}, p.args...)
+	}
+	if !slices.Contains(p.args, "--admin-listen") {
+		// The admin listener is on by default on a fixed port: give each
+		// test broker its own.
+		args = append(args, "--admin-listen", "127.0.0.1:0")
+	}
+	args = append(args, p.args...)
 	fmt.Fprintf(p.logFile, "=== testbroker: start #%d: %s %s\n", p.starts, p.bin, strings.Join(args, " "))
 	cmd := exec.Command(p.bin, args...)
 	cmd.Stdout = p.logFile
@@ -202,7 +213,13 @@ func (p *Proc) waitReady() {
 	for {
 		b, err := os.ReadFile(p.readyFile)
 		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			p.addr = strings.TrimSpace(string(b))
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			p.addr, p.admin = strings.TrimSpace(lines[0]), ""
+			for _, l := range lines[1:] {
+				if a, ok := strings.CutPrefix(l, "admin "); ok {
+					p.admin = strings.TrimSpace(a)
+				}
+			}
 			fmt.Fprintf(p.logFile, "=== testbroker: ready at %s (pid %d)\n", p.addr, cmd.Process.Pid)
 			return
 		}

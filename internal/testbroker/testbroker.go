@@ -71,6 +71,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	dir := t.TempDir() // registered first, so removed after the broker closes
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
+	cfg.AdminListen = "127.0.0.1:0"
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.LogLevel = "debug"
 	cfg.RetentionCheckInterval = time.Second
@@ -119,6 +120,9 @@ func level(s string) slog.Level {
 
 // Addr is the broker's Kafka address (host:port).
 func (b *Broker) Addr() string { return b.srv.Addr() }
+
+// AdminAddr is the admin HTTP listener's address ("" when configured off).
+func (b *Broker) AdminAddr() string { return b.srv.AdminAddr() }
 
 func (b *Broker) addrOrEmpty() string {
 	if b.srv == nil {
