@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/config"
@@ -9,6 +10,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newLag builds the lag tracker over the engine. Its groups come from the
@@ -114,14 +116,104 @@ func (l *lagGroups) Groups() ([]lag.GroupOffsets, error) {
 		for i, o := range offs {
 			gl.Offsets[i] = lag.Committed{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, CommitTime: o.CommitTime}
 		}
-		if g.Type == "consumer" {
-			if d := l.c.DescribeConsumerGroups([]string{g.Group}); len(d) == 1 {
-				gl.Members = len(d[0].Members)
-			}
-		} else if d := l.c.Describe([]string{g.Group}); len(d) == 1 {
-			gl.Members = len(d[0].Members)
-		}
+		l.members(&gl, g.Type == "consumer")
 		out = append(out, gl)
 	}
 	return out, nil
+}
+
+// members fills in gl's generation, members and their assignments.
+func (l *lagGroups) members(gl *lag.GroupOffsets, consumerProtocol bool) {
+	if consumerProtocol {
+		d := l.c.DescribeConsumerGroups([]string{gl.Group})
+		if len(d) != 1 || d[0].Err != nil {
+			return
+		}
+		gl.Generation = d[0].Epoch
+		for _, m := range d[0].Members {
+			lm := lag.Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+			for _, a := range m.Assignment {
+				for _, p := range a.Partitions {
+					lm.Assigned = append(lm.Assigned, lag.TopicPartition{Topic: a.Topic, Partition: p})
+				}
+			}
+			gl.Members = append(gl.Members, lm)
+		}
+		return
+	}
+	d := l.c.Describe([]string{gl.Group})
+	if len(d) != 1 || d[0].Err != nil {
+		return
+	}
+	gl.Generation = d[0].Generation
+	for _, m := range d[0].Members {
+		lm := lag.Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+		if d[0].ProtocolType == "consumer" && len(m.Assignment) > 0 {
+			var a kmsg.ConsumerMemberAssignment
+			if a.ReadFrom(m.Assignment) == nil {
+				for _, t := range a.Topics {
+					for _, p := range t.Partitions {
+						lm.Assigned = append(lm.Assigned, lag.TopicPartition{Topic: t.Topic, Partition: p})
+					}
+				}
+			}
+		}
+		gl.Members = append(gl.Members, lm)
+	}
+}
+
+// Partitions is the topic's partition count (diagnose.Log).
+func (l lagLog) Partitions(topic string) (int32, error) {
+	t, ok := l.e.Topic(topic)
+	if !ok {
+		return 0, fmt.Errorf("unknown topic %s", topic)
+	}
+	return t.Partitions, nil
+}
+
+// SampleKeys counts the keys of at most max records in [from, to)
+// (diagnose.Log). Transaction markers are skipped; batches that do not
+// decode are skipped too.
+func (l lagLog) SampleKeys(ctx context.Context, topic string, partition int32, from, to int64, max int) (map[string]int, int, error) {
+	p, err := l.e.Partition(topic, partition)
+	if err != nil {
+		return nil, 0, err
+	}
+	counts := map[string]int{}
+	n, lo := 0, from
+	for from < to && n < max {
+		rr, err := p.Read(ctx, from, 1<<20, true)
+		if err != nil {
+			return counts, n, err
+		}
+		b := rr.Records
+		if len(b) == 0 {
+			break
+		}
+		for len(b) >= batch.HeaderSize && n < max {
+			size, err := batch.Size(b)
+			if err != nil || size > len(b) {
+				return counts, n, nil
+			}
+			bt := b[:size]
+			b = b[size:]
+			from = batch.LastOffset(bt) + 1
+			if batch.Attributes(bt)&batch.AttrControl != 0 {
+				continue
+			}
+			x, err := p.DecodeRecords(ctx, bt)
+			if err != nil {
+				continue
+			}
+			base := batch.BaseOffset(bt)
+			for _, r := range x.Records {
+				if off := base + int64(r.OffsetDelta); off >= lo && off < to && n < max {
+					counts[string(r.Key)]++
+					n++
+				}
+			}
+			x.Release()
+		}
+	}
+	return counts, n, nil
 }

@@ -12,9 +12,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	kgosasl "github.com/twmb/franz-go/pkg/sasl"
-	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
-	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"log/slog"
 	"maps"
 	"math"
@@ -29,6 +26,10 @@ import (
 	"sync"
 	"time"
 
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +40,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/delay"
+	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/log"
@@ -459,6 +461,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		}
 		mux.Handle("/v1/lag", lags.Handler())
 		mux.Handle("/v1/lag/", lags.Handler())
+		mux.Handle("/v1/diagnose/", diagnose.New(lags, lagLog{engine}).Handler())
 		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.adminLn = aln
 		go s.admin.Serve(aln)

@@ -29,6 +29,7 @@ func start(t *testing.T, stoppedAfter time.Duration) *testbroker.Broker {
 		c.Lag.MinDistance = 0
 		c.Lag.StoppedAfter = stoppedAfter
 		c.Lag.Window = 5
+		c.Groups.InitialRebalanceDelay = 0
 	}))
 }
 
