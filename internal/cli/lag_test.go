@@ -74,4 +74,19 @@ func TestLagCommand(t *testing.T) {
 	if r := run(t, "", "", "diagnose", "group", "stuck", "--admin", admin, "--sample", "2h"); r.err == nil {
 		t.Fatalf("a 2h sample was accepted: %s", r.stdout)
 	}
+
+	// The same traffic in the lineage: the producer, and both groups.
+	out = mustRun(t, "", "", "lineage", "--admin", admin)
+	for _, want := range []string{"sluice-test -> " + topic, topic + " -> group stuck", topic + " -> group fine"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("sluice lineage lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, "", "", "lineage", "--admin", admin, "--format", "dot")
+	if !strings.HasPrefix(out, "digraph lineage {") || !strings.Contains(out, `"group:stuck"`) {
+		t.Fatalf("sluice lineage --format dot:\n%s", out)
+	}
+	if r := run(t, "", "", "lineage", "--admin", admin, "--format", "svg"); r.err == nil {
+		t.Fatalf("--format svg accepted: %s", r.stdout)
+	}
 }

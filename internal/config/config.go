@@ -107,6 +107,15 @@ type Lag struct {
 	MaxPartitions int `yaml:"max_partitions"`
 }
 
+// Lineage configures the lineage recorder (internal/lineage, docs/lineage.md).
+type Lineage struct {
+	// FlushInterval is how often new relations are written to the
+	// metadata store (where other brokers and restarts see them).
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxEdges bounds the relations kept.
+	MaxEdges int `yaml:"max_edges"`
+}
+
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
 // of internal/objstore/s3.Config, which checks them fully when the store
@@ -301,6 +310,9 @@ type Config struct {
 	// Lag configures consumer lag verdicts.
 	Lag Lag `yaml:"lag"`
 
+	// Lineage configures who-produces-and-consumes-what recording.
+	Lineage Lineage `yaml:"lineage"`
+
 	S3 S3 `yaml:"s3"`
 
 	Etcd    Etcd    `yaml:"etcd"`
@@ -371,6 +383,7 @@ func Default() Config {
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
 			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
+		Lineage:          Lineage{FlushInterval: 30 * time.Second, MaxEdges: 100_000},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -492,6 +505,12 @@ func (c *Config) Validate() error {
 		return bad("transactions.max_timeout", "must be >= 1ms")
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
+	}
+	switch l := c.Lineage; {
+	case l.FlushInterval < 100*time.Millisecond:
+		return bad("lineage.flush_interval", "must be >= 100ms, got %s", l.FlushInterval)
+	case l.MaxEdges < 1:
+		return bad("lineage.max_edges", "must be >= 1")
 	}
 	switch l := c.Lag; {
 	case l.Window < 2 || l.Window > 1000:

@@ -8,10 +8,33 @@ import (
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/lag"
+	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// commitObservers tells several observers of every commit.
+type commitObservers []group.CommitObserver
+
+func (o commitObservers) Committed(g string, offsets []group.ObservedCommit) {
+	for _, x := range o {
+		x.Committed(g, offsets)
+	}
+}
+
+// lineageCommits records a Consume edge per group and topic committed.
+type lineageCommits struct{ r *lineage.Recorder }
+
+func (l lineageCommits) Committed(g string, offsets []group.ObservedCommit) {
+	last := ""
+	for _, o := range offsets {
+		if o.Topic != last {
+			l.r.Consumed(g, o.Topic)
+			last = o.Topic
+		}
+	}
+}
 
 // newLag builds the lag tracker over the engine. Its groups come from the
 // coordinator, which needs the tracker as its commit observer: set
