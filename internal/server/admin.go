@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/trace"
 )
 
 // adminRoutes is what the admin listener serves (docs/api.md).
@@ -24,6 +25,7 @@ type adminRoutes struct {
 	lags    *lag.Tracker
 	engine  *log.Engine
 	lineage *lineage.Recorder
+	groups  lag.Groups
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -48,6 +50,7 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("/v1/diagnose/", diagnose.New(r.lags, lagLog{r.engine}).Handler())
 	mux.Handle("/v1/lineage", r.lineage.Handler())
 	mux.Handle("/v1/lineage/", r.lineage.Handler())
+	mux.Handle("/v1/trace", trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler())
 	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.adminLn = aln
 	go s.admin.Serve(aln)

@@ -240,3 +240,33 @@ func (l lagLog) SampleKeys(ctx context.Context, topic string, partition int32, f
 	}
 	return counts, n, nil
 }
+
+// OffsetForTime is the first offset with a timestamp at or after ts, -1
+// when none (trace.Log).
+func (l lagLog) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
+	p, err := l.e.Partition(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	off, _, err := p.OffsetForTimestamp(ctx, ts)
+	return off, err
+}
+
+// Read returns whole batches from the one holding offset (trace.Log).
+func (l lagLog) Read(ctx context.Context, topic string, partition int32, offset int64, maxBytes int32) ([]byte, error) {
+	p, err := l.e.Partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := p.Read(ctx, offset, maxBytes, true)
+	return rr.Records, err
+}
+
+// Decode decodes one batch of the partition (trace.Log).
+func (l lagLog) Decode(ctx context.Context, topic string, partition int32, b []byte) (*batch.Decoded, error) {
+	p, err := l.e.Partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	return p.DecodeRecords(ctx, b)
+}

@@ -453,7 +453,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 
 	if cfg.AdminListen != "" {
-		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin}); err != nil {
+		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups}); err != nil {
 			s.Close()
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package lag_test
+package observe_test
 
 import (
 	"context"
