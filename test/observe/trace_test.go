@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/trace"
 )
 
-func traceQuery(t *testing.T, admin string, q url.Values) trace.Result {
+func traceQuery(t testing.TB, admin string, q url.Values) trace.Result {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/v1/trace?" + q.Encode())
 	if err != nil {
