@@ -22,7 +22,33 @@ func diagnoseCommand() *cobra.Command {
 		Short: "Explain a consumer group's backlog: sick consumer, partition imbalance or slow processing",
 	}
 	cmd.PersistentFlags().String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
-	cmd.AddCommand(diagnoseGroupCommand())
+	cmd.AddCommand(diagnoseGroupCommand(), diagnoseBrokerCommand())
+	return cmd
+}
+
+func diagnoseBrokerCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Check the broker itself: disk space and produce refusals, the roll backlog, memory, groups in trouble",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var d diagnose.BrokerDiagnosis
+			if err := adminCall(cmd, http.MethodGet, "/v1/diagnose/broker", nil, &d); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd, d)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "broker %d: %s\n", d.Facts.NodeID, strings.ToUpper(d.Status))
+			for _, f := range d.Findings {
+				fmt.Fprintf(out, "  %-8s %-8s %s\n", f.Area, strings.ToUpper(f.Severity), f.Summary)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the broker's JSON answer")
 	return cmd
 }
 

@@ -38,16 +38,18 @@ type Reports interface {
 	Report(only string, withWindow bool) ([]lag.GroupLag, error)
 }
 
-// Diagnoser diagnoses groups.
+// Diagnoser diagnoses groups and the broker.
 type Diagnoser struct {
 	reports Reports
 	log     Log
+	facts   Facts
 	now     func() time.Time
 }
 
-// New returns a diagnoser over the lag tracker's reports and the log.
-func New(reports Reports, log Log) *Diagnoser {
-	return &Diagnoser{reports: reports, log: log, now: time.Now}
+// New returns a diagnoser over the lag tracker's reports, the log and the
+// broker's facts about itself.
+func New(reports Reports, log Log, facts Facts) *Diagnoser {
+	return &Diagnoser{reports: reports, log: log, facts: facts, now: time.Now}
 }
 
 // Finding is one direction's evidence.

@@ -15,8 +15,16 @@ const MaxSample = time.Minute
 // Handler serves the diagnosis API (docs/api.md):
 //
 //	GET /v1/diagnose/group/{group}?sample=5s&peak_rate=N
+//	GET /v1/diagnose/broker
 func (d *Diagnoser) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/diagnose/broker", func(w http.ResponseWriter, r *http.Request) {
+		groups, err := d.reports.Report("", false)
+		if err != nil {
+			groups = nil // loading: the groups finding says 0
+		}
+		adminapi.JSON(w, http.StatusOK, Broker(d.facts.BrokerFacts(), groups))
+	})
 	mux.HandleFunc("GET /v1/diagnose/group/{group}", func(w http.ResponseWriter, r *http.Request) {
 		o := Options{Sample: 5 * time.Second}
 		q := r.URL.Query()

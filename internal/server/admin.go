@@ -26,6 +26,7 @@ type adminRoutes struct {
 	engine  *log.Engine
 	lineage *lineage.Recorder
 	groups  lag.Groups
+	facts   brokerFacts
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -47,7 +48,7 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	}
 	mux.Handle("/v1/lag", r.lags.Handler())
 	mux.Handle("/v1/lag/", r.lags.Handler())
-	mux.Handle("/v1/diagnose/", diagnose.New(r.lags, lagLog{r.engine}).Handler())
+	mux.Handle("/v1/diagnose/", diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler())
 	mux.Handle("/v1/lineage", r.lineage.Handler())
 	mux.Handle("/v1/lineage/", r.lineage.Handler())
 	mux.Handle("/v1/trace", trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler())

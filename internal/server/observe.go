@@ -3,9 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/lineage"
@@ -269,4 +273,36 @@ func (l lagLog) Decode(ctx context.Context, topic string, partition int32, b []b
 		return nil, err
 	}
 	return p.DecodeRecords(ctx, b)
+}
+
+// brokerFacts tells diagnose about this broker.
+type brokerFacts struct {
+	node   int32
+	e      *log.Engine
+	budget int64
+}
+
+func (f brokerFacts) BrokerFacts() diagnose.BrokerFacts {
+	sp := f.e.Space()
+	segs, bytes, limit := f.e.RollBacklog()
+	return diagnose.BrokerFacts{NodeID: f.node, FreeBytes: sp.FreeBytes, MinFreeBytes: sp.MinFreeBytes, Refusing: sp.Refusing,
+		RefusedProduce: sp.Refused, RefusedInternal: sp.RefusedInternal, RollSegments: segs, RollBytes: bytes, RollSegmentLimit: limit,
+		RSSBytes: residentBytes(), BudgetBytes: f.budget}
+}
+
+// residentBytes is this process's resident set (VmRSS), 0 if unknown.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
