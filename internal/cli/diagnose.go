@@ -21,7 +21,7 @@ func diagnoseCommand() *cobra.Command {
 		Use:   "diagnose",
 		Short: "Explain a consumer group's backlog: sick consumer, partition imbalance or slow processing",
 	}
-	cmd.PersistentFlags().String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
+	addAdminFlags(cmd.PersistentFlags())
 	cmd.AddCommand(diagnoseGroupCommand(), diagnoseBrokerCommand())
 	return cmd
 }

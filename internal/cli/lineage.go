@@ -51,7 +51,7 @@ func lineageCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
+	addAdminFlags(cmd.Flags())
 	cmd.Flags().StringVar(&format, "format", "text", "text, dot (Graphviz) or json")
 	return cmd
 }

@@ -67,7 +67,7 @@ func traceCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
+	addAdminFlags(f)
 	f.StringVar(&topic, "topic", "", "topic to search (required)")
 	f.StringVar(&key, "key", "", "records with this key")
 	f.StringVar(&header, "header", "", "records with this header, NAME=VALUE")
