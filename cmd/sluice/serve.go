@@ -77,6 +77,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"read-ahead-bytes", "cluster.read_ahead_bytes", "cluster mode: how far ahead of a consumer reading a partition in order its data is loaded into the block cache (0: 8 MiB or an eighth of the cache; negative: none)"},
 	{"lag-window", "lag.window", "commits per group and partition the lag verdict is made from (Burrow's intervals)"},
 	{"lag-stopped-after", "lag.stopped_after", "least time without commits, with lag, before a partition is STOPPED"},
+	{"lineage-enabled", "lineage.enabled", "record who produces to and consumes which topics (true/false)"},
 	{"lineage-flush-interval", "lineage.flush_interval", "how often observed producer/consumer relations are written to the metadata store"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},

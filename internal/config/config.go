@@ -109,6 +109,9 @@ type Lag struct {
 
 // Lineage configures the lineage recorder (internal/lineage, docs/lineage.md).
 type Lineage struct {
+	// Enabled records relations; off, the recorder is never called and
+	// `sluice lineage` shows what was recorded before.
+	Enabled bool `yaml:"enabled"`
 	// FlushInterval is how often new relations are written to the
 	// metadata store (where other brokers and restarts see them).
 	FlushInterval time.Duration `yaml:"flush_interval"`
@@ -383,7 +386,7 @@ func Default() Config {
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
 			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
-		Lineage:          Lineage{FlushInterval: 30 * time.Second, MaxEdges: 100_000},
+		Lineage:          Lineage{Enabled: true, FlushInterval: 30 * time.Second, MaxEdges: 100_000},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},

@@ -289,7 +289,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	go lin.Run()
-	gcfg.Observer = commitObservers{lags, lineageCommits{lin}}
+	gcfg.Observer = lags
+	if cfg.Lineage.Enabled {
+		gcfg.Observer = commitObservers{lags, lineageCommits{lin}}
+	}
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		closeLns()
@@ -370,7 +373,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
-	kcfg.Lineage = lin
+	if cfg.Lineage.Enabled {
+		kcfg.Lineage = lin
+	}
 	var (
 		delays      *delay.Service
 		delayClient *kgo.Client
