@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/trace"
 )
@@ -34,6 +35,9 @@ type adminRoutes struct {
 	groups  lag.Groups
 	facts   brokerFacts
 	guard   *adminapi.Guard
+	md      meta.Store
+	node    int32
+	host    string // advertised host, for a wildcard admin address
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -43,6 +47,14 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	if err != nil {
 		return fmt.Errorf("admin_listen: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	peers, err := adminapi.NewPeers(ctx, r.md, r.node, aln.Addr().String(), r.host)
+	if err != nil {
+		aln.Close()
+		return err
+	}
+	s.peers = peers
 	g := r.guard
 	cluster := func(op kmsg.ACLOperation, h http.Handler) http.Handler {
 		return g.Require(op, kmsg.ACLResourceTypeCluster, func(*http.Request) string { return acl.ClusterName }, h)
@@ -65,10 +77,10 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 		mux.Handle("GET /v1/delay/", describeCluster(r.delays.Handler()))
 		mux.Handle("POST /v1/delay/", cluster(kmsg.ACLOperationAlter, r.delays.Handler()))
 	}
-	lags := r.lags.Handler()
+	lags := r.lags.Handler(peers)
 	mux.Handle("GET /v1/lag", describeCluster(lags))
 	mux.Handle("GET /v1/lag/{group}", group(lags))
-	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler()
+	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler(peers)
 	mux.Handle("GET /v1/diagnose/broker", describeCluster(diag))
 	mux.Handle("GET /v1/diagnose/group/{group}", group(diag))
 	lin := r.lineage.Handler()

@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/acl"
+	"github.com/sluice-mq/sluice/internal/adminapi"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
@@ -62,6 +63,7 @@ type Server struct {
 	txns    *txn.Coordinator
 	delays  *delay.Service
 	lineage *lineage.Recorder
+	peers   *adminapi.Peers // other brokers' admin listeners
 	// delayClient reaches other brokers for the delay service (cluster).
 	delayClient *kgo.Client
 	kafka       *kafka.Server
@@ -459,7 +461,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz)}); err != nil {
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz),
+			md: md, node: cfg.NodeID, host: host}); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -521,6 +524,9 @@ func (s *Server) Close() error {
 	<-s.watching
 	if s.admin != nil {
 		s.admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.peers.Close(ctx)
+		cancel()
 	}
 	s.kafka.Close()
 	if err := s.lineage.Close(); err != nil {
