@@ -14,6 +14,8 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/acl"
 	"github.com/sluice-mq/sluice/internal/adminapi"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/diagnose"
@@ -32,9 +34,10 @@ type adminRoutes struct {
 	lags    *lag.Tracker
 	engine  *log.Engine
 	lineage *lineage.Recorder
-	groups  lag.Groups
+	groups  *lagGroups
 	facts   brokerFacts
 	guard   *adminapi.Guard
+	broker  *broker.Broker
 	md      meta.Store
 	node    int32
 	host    string // advertised host, for a wildcard admin address
@@ -86,6 +89,10 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	lin := r.lineage.Handler()
 	mux.Handle("GET /v1/lineage", describeCluster(lin))
 	mux.Handle("GET /v1/lineage/", describeCluster(lin))
+	cat := catalog.New(r.broker, g, r.lags, r.groups).Handler()
+	mux.Handle("/v1/topics", cat)
+	mux.Handle("/v1/topics/", cat)
+	mux.Handle("/v1/groups", cat)
 	mux.Handle("GET /v1/trace", topic(trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler()))
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")

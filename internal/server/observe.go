@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/group"
@@ -305,4 +306,17 @@ func residentBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// ListGroups lists every group the coordinator serves (catalog.GroupLister).
+func (l *lagGroups) ListGroups() ([]catalog.Group, error) {
+	listed, err := l.c.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catalog.Group, 0, len(listed))
+	for _, g := range listed {
+		out = append(out, catalog.Group{Group: g.Group, Type: g.Type, ProtocolType: g.ProtocolType, State: g.State})
+	}
+	return out, nil
 }

@@ -462,7 +462,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
 			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz),
-			md: md, node: cfg.NodeID, host: host}); err != nil {
+			md: md, node: cfg.NodeID, host: host, broker: b}); err != nil {
 			s.Close()
 			return nil, err
 		}

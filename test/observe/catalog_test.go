@@ -1,0 +1,111 @@
+package observe_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/catalog"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+func call(t *testing.T, method, url string, body any, out any) int {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestTopicsAPI: create, list (paged, searched), describe, add
+// partitions and delete topics through /v1/topics, with the broker's own
+// validation; groups through /v1/groups.
+func TestTopicsAPI(t *testing.T) {
+	b := start(t, time.Hour)
+	api := "http://" + b.AdminAddr()
+	for i := range 25 {
+		if code := call(t, "POST", api+"/v1/topics", map[string]any{"name": fmt.Sprintf("orders-%02d", i), "partitions": 2}, nil); code != 201 {
+			t.Fatalf("create orders-%02d: %d", i, code)
+		}
+	}
+	call(t, "POST", api+"/v1/topics", map[string]any{"name": "payments", "configs": map[string]string{"retention.ms": "60000"}}, nil)
+	for _, c := range []struct {
+		body any
+		want int
+	}{
+		{map[string]any{"name": "orders-00"}, 409},
+		{map[string]any{"name": "bad name!"}, 400},
+		{map[string]any{"name": "x", "configs": map[string]string{"retention.ms": "soon"}}, 400},
+		{"not an object", 400},
+	} {
+		if code := call(t, "POST", api+"/v1/topics", c.body, nil); code != c.want {
+			t.Errorf("create %v: %d, want %d", c.body, code, c.want)
+		}
+	}
+	var list struct {
+		Total  int             `json:"total"`
+		Topics []catalog.Topic `json:"topics"`
+	}
+	call(t, "GET", api+"/v1/topics?search=ORDERS&offset=20&limit=10", nil, &list)
+	if list.Total != 25 || len(list.Topics) != 5 || list.Topics[0].Name != "orders-20" {
+		t.Fatalf("page 3 of orders: %+v", list)
+	}
+	call(t, "GET", api+"/v1/topics", nil, &list)
+	if list.Total != 26 {
+		t.Fatalf("all user topics: %d", list.Total)
+	}
+	testbroker.CreateTopic(t, b.Addr(), "filled", 1, nil)
+	cl := b.Client(t)
+	produce(t, cl, "filled", 30, time.Now())
+	var d catalog.TopicDetail
+	if code := call(t, "GET", api+"/v1/topics/filled", nil, &d); code != 200 || d.Records != 30 || d.SizeBytes == 0 || len(d.PartitionList) != 1 || d.PartitionList[0].End != 30 {
+		t.Fatalf("describe filled: %d %+v", code, d)
+	}
+	var p catalog.Topic
+	if code := call(t, "POST", api+"/v1/topics/payments/partitions", map[string]any{"count": 4}, &p); code != 200 || p.Partitions != 4 {
+		t.Fatalf("add partitions: %d %+v", code, p)
+	}
+	if code := call(t, "POST", api+"/v1/topics/payments/partitions", map[string]any{"count": 2}, nil); code != 400 {
+		t.Fatalf("shrinking partitions: %d", code)
+	}
+	if code := call(t, "DELETE", api+"/v1/topics/payments", nil, nil); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	if code := call(t, "GET", api+"/v1/topics/payments", nil, nil); code != 404 {
+		t.Fatalf("describe deleted: %d", code)
+	}
+	if code := call(t, "DELETE", api+"/v1/topics/__consumer_offsets", nil, nil); code != 400 {
+		t.Fatalf("delete internal: %d", code)
+	}
+
+	var groups struct {
+		Total  int             `json:"total"`
+		Groups []catalog.Group `json:"groups"`
+	}
+	commit(t, b.Admin(t), "watchers", "filled", 10)
+	call(t, "GET", api+"/v1/groups", nil, &groups)
+	if groups.Total != 1 || groups.Groups[0].Group != "watchers" || groups.Groups[0].TotalLag != 20 {
+		t.Fatalf("groups: %+v", groups)
+	}
+}
