@@ -90,3 +90,9 @@ func (g *Guard) Require(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name func
 		}
 	})
 }
+
+// WithPrincipal returns ctx carrying principal, for a request made in
+// process on a principal's behalf (the console).
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/console"
 	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/lag"
@@ -97,7 +98,18 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))
-	s.admin = &http.Server{Handler: g.Authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
+	con, err := console.New(mux, g, s.logger.With("component", "console"))
+	if err != nil {
+		aln.Close()
+		return err
+	}
+	// The console logs its users in itself (a form and a session); the
+	// API wants credentials on every request.
+	top := http.NewServeMux()
+	top.Handle("/ui/", con.Handler())
+	top.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	top.Handle("/", g.Authenticate(mux))
+	s.admin = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
 	s.adminLn = aln
 	go s.admin.Serve(aln)
 	return nil
