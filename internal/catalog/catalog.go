@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/topicconfig"
 )
 
 // Groups lists the cluster's groups with their lag verdicts.
@@ -96,6 +98,7 @@ const maxBody = 1 << 20
 //	POST   /v1/topics                       {"name", "partitions", "configs"}
 //	DELETE /v1/topics/{topic}
 //	POST   /v1/topics/{topic}/partitions    {"count"}
+//	POST   /v1/topics/{topic}/configs       {"set": {"k": "v"}, "delete": ["k"]}
 //	GET    /v1/groups?search=S&offset=N&limit=N
 func (c *Catalog) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -104,6 +107,7 @@ func (c *Catalog) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/topics", c.createTopic)
 	mux.HandleFunc("DELETE /v1/topics/{topic}", c.deleteTopic)
 	mux.HandleFunc("POST /v1/topics/{topic}/partitions", c.addPartitions)
+	mux.HandleFunc("POST /v1/topics/{topic}/configs", c.alterConfigs)
 	mux.HandleFunc("GET /v1/groups", c.listGroups)
 	return mux
 }
@@ -324,4 +328,49 @@ func (c *Catalog) listGroups(w http.ResponseWriter, r *http.Request) {
 		out = []Group{}
 	}
 	adminapi.JSON(w, http.StatusOK, map[string]any{"total": total, "offset": offset, "groups": out})
+}
+
+// alterConfigs sets and deletes a topic's config overrides, validated as
+// IncrementalAlterConfigs validates them.
+func (c *Catalog) alterConfigs(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	var req struct {
+		Set    map[string]string `json:"set"`
+		Delete []string          `json:"delete"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if !c.guard.Allow(w, r, kmsg.ACLOperationAlterConfigs, kmsg.ACLResourceTypeTopic, name) {
+		return
+	}
+	t, ok := c.b.Engine().Topic(name)
+	if !ok {
+		adminapi.Error(w, http.StatusNotFound, "unknown topic "+name)
+		return
+	}
+	next := maps.Clone(t.Configs)
+	if next == nil {
+		next = map[string]string{}
+	}
+	maps.Copy(next, req.Set)
+	for _, k := range req.Delete {
+		delete(next, k)
+	}
+	for k := range req.Set {
+		if _, ok := topicconfig.Lookup(k); !ok {
+			adminapi.Error(w, http.StatusBadRequest, "unknown or read-only topic config "+strconv.Quote(k))
+			return
+		}
+	}
+	if err := topicconfig.Validate(next); err != nil {
+		adminapi.Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := c.b.Engine().AlterTopicConfigs(r.Context(), name, next, nil, true); err != nil {
+		adminapi.Error(w, status(err), err.Error())
+		return
+	}
+	t, _ = c.b.Engine().Topic(name)
+	adminapi.JSON(w, http.StatusOK, c.topic(t, nil))
 }

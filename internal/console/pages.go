@@ -49,6 +49,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/topics", c.withSession(c.createTopic))
 	mux.HandleFunc("GET /ui/topics/{topic}", c.withSession(c.topic))
 	mux.HandleFunc("POST /ui/topics/{topic}/delete", c.withSession(c.deleteTopic))
+	mux.HandleFunc("POST /ui/topics/{topic}/configs", c.withSession(c.alterConfigs))
+	mux.HandleFunc("POST /ui/topics/{topic}/partitions", c.withSession(c.addPartitions))
 	mux.HandleFunc("GET /ui/groups", c.withSession(c.groups))
 	mux.HandleFunc("GET /ui/groups/{group}", c.withSession(c.group))
 	mux.HandleFunc("GET /ui/groups/{group}/diagnose", c.withSession(c.diagnose))
@@ -236,4 +238,36 @@ func (c *Console) lineage(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	_, err := c.call(r, s, "GET", "/v1/lineage", nil, &g)
 	c.page(w, s, http.StatusOK, "lineage", "Lineage", drawLineage(g.Edges), err)
+}
+
+// alterConfigs sets one config (empty value: back to the default).
+func (c *Console) alterConfigs(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	key, value := r.PostFormValue("key"), r.PostFormValue("value")
+	body := map[string]any{"set": map[string]string{key: value}}
+	if value == "" {
+		body = map[string]any{"delete": []string{key}}
+	}
+	if _, err := c.call(r, s, "POST", "/v1/topics/"+url.PathEscape(name)+"/configs", body, nil); err != nil {
+		c.topicWithError(w, r, s, name, fmt.Errorf("setting %s: %w", key, err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	n, _ := strconv.Atoi(r.PostFormValue("count"))
+	if _, err := c.call(r, s, "POST", "/v1/topics/"+url.PathEscape(name)+"/partitions", map[string]any{"count": n}, nil); err != nil {
+		c.topicWithError(w, r, s, name, fmt.Errorf("adding partitions: %w", err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+// topicWithError shows the topic page with an error above it.
+func (c *Console) topicWithError(w http.ResponseWriter, r *http.Request, s *session, name string, err error) {
+	var d topicData
+	c.call(r, s, "GET", "/v1/topics/"+url.PathEscape(name), nil, &d.Topic)
+	c.page(w, s, http.StatusBadRequest, "topic", name, d, err)
 }

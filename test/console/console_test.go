@@ -46,6 +46,24 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
+// submit clicks a button that loads a new page and waits for sel on that
+// new page (not on the one clicked from, which may have sel too).
+func submit(button, sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		evaluate(`document.body.dataset.old = "1"; true`),
+		chromedp.Click(chromedp.CSS(button)),
+		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) "+sel)),
+	)
+}
+
+// evaluate runs a script for its effect.
+func evaluate(js string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[bool](js)(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
 // screenshot writes the page to $SLUICE_SCREENSHOTS/name.png when set
 // (make screenshots).
 func screenshot(t *testing.T, ctx context.Context, name string) {
@@ -73,8 +91,7 @@ func TestConsole(t *testing.T) {
 		chromedp.Navigate(ui+"topics"),
 		chromedp.SetValue(chromedp.CSS("#new-name"), "web-orders"),
 		chromedp.SetValue(chromedp.CSS("#new-partitions"), "2"),
-		chromedp.Click(chromedp.CSS("#create-topic")),
-		chromedp.WaitVisible(chromedp.CSS("#partitions")),
+		submit("#create-topic", "#partitions"),
 	); err != nil {
 		t.Fatalf("creating a topic: %v", err)
 	}
@@ -100,6 +117,21 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("message browser shows:\n%s", m)
 	}
 	screenshot(t, ctx, "topic")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#config-key"), "retention.ms"),
+		chromedp.SetValue(chromedp.CSS("#config-value"), "3600000"),
+		submit("#set-config-button", "#configs"),
+		chromedp.SetValue(chromedp.CSS("#partition-count"), "3"),
+		submit("#add-partitions-button", "#partitions"),
+	); err != nil {
+		t.Fatalf("editing the topic: %v", err)
+	}
+	if cfg := text(t, ctx, "#configs"); !strings.Contains(cfg, "retention.ms") || !strings.Contains(cfg, "3600000") {
+		t.Fatalf("configs after setting retention.ms:\n%s", cfg)
+	}
+	if parts := text(t, ctx, "#partitions"); !strings.Contains(parts, "\n2\t") && strings.Count(parts, "\n") < 3 {
+		t.Fatalf("partitions after growing to 3:\n%s", parts)
+	}
 
 	adm := kadm.NewClient(cl)
 	setCommit := func(off int64) {
@@ -117,7 +149,8 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("lag shown %q, want 15", lag)
 	}
 	setCommit(20)
-	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#group-lag"))); err != nil {
+	if err := chromedp.Do(ctx, evaluate(`document.body.dataset.old = "1"; true`), chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) #group-lag"))); err != nil {
 		t.Fatal(err)
 	}
 	if lag := text(t, ctx, "#group-lag"); lag != "0" {
@@ -156,8 +189,10 @@ func TestConsoleLogin(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#login")),
 			chromedp.SetValue(chromedp.CSS("#user"), user),
 			chromedp.SetValue(chromedp.CSS("#password"), pass),
-			chromedp.Click(chromedp.CSS("#login")),
-			chromedp.WaitReady(chromedp.CSS("h1")),
+			// Mark the login page, so that the wait below sees the page
+			// the login leads to (the topics, or the login page again
+			// with its error), not this one.
+			submit("#login", "#topics, body:not([data-old]) #error"),
 		); err != nil {
 			t.Fatalf("login as %s: %v", user, err)
 		}
@@ -172,8 +207,7 @@ func TestConsoleLogin(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#new-name"), "alices-topic"),
-		chromedp.Click(chromedp.CSS("#create-topic")),
-		chromedp.WaitVisible(chromedp.CSS("#error")),
+		submit("#create-topic", "#error"),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +223,13 @@ func TestConsoleLogin(t *testing.T) {
 	if status != "403" {
 		t.Fatalf("POST without CSRF token: %s", status)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"topics"), chromedp.Click(chromedp.CSS("header form button")), chromedp.WaitVisible(chromedp.CSS("#login"))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"topics"), submit("header form button", "#login")); err != nil {
 		t.Fatalf("log out: %v", err)
 	}
 	login("ops", "ops-secret")
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#new-name"), "ops-topic"),
-		chromedp.Click(chromedp.CSS("#create-topic")),
-		chromedp.WaitVisible(chromedp.CSS("#partitions")),
+		submit("#create-topic", "#partitions"),
 	); err != nil {
 		t.Fatal(err)
 	}

@@ -89,6 +89,16 @@ func TestTopicsAPI(t *testing.T) {
 	if code := call(t, "POST", api+"/v1/topics/payments/partitions", map[string]any{"count": 2}, nil); code != 400 {
 		t.Fatalf("shrinking partitions: %d", code)
 	}
+	var altered catalog.Topic
+	if code := call(t, "POST", api+"/v1/topics/payments/configs", map[string]any{"set": map[string]string{"cleanup.policy": "compact"}, "delete": []string{"retention.ms"}}, &altered); code != 200 ||
+		altered.Configs["cleanup.policy"] != "compact" || altered.Configs["retention.ms"] != "" {
+		t.Fatalf("alter configs: %d %+v", code, altered)
+	}
+	for _, bad := range []map[string]any{{"set": map[string]string{"retention.ms": "soon"}}, {"set": map[string]string{"no.such.config": "1"}}} {
+		if code := call(t, "POST", api+"/v1/topics/payments/configs", bad, nil); code != 400 {
+			t.Fatalf("alter configs %v: %d", bad, code)
+		}
+	}
 	if code := call(t, "DELETE", api+"/v1/topics/payments", nil, nil); code != 200 {
 		t.Fatalf("delete: %d", code)
 	}
