@@ -91,6 +91,10 @@ type Delay struct {
 	Horizon time.Duration `yaml:"horizon"`
 	// MemoryEntries bounds the records indexed in memory per store partition.
 	MemoryEntries int `yaml:"memory_entries"`
+	// StoreMinCompactionLag is the min.compaction.lag.ms of the store
+	// topic: held records younger than this are not rewritten by its
+	// compaction (default 1h; 0: the broker's default).
+	StoreMinCompactionLag time.Duration `yaml:"store_min_compaction_lag"`
 }
 
 // S3 puts the data objects in a bucket of an S3-compatible service
@@ -344,7 +348,7 @@ func Default() Config {
 			AbortCheckInterval:   10 * time.Second,
 		},
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
-			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
+			Horizon: 10 * time.Minute, MemoryEntries: 250_000, StoreMinCompactionLag: time.Hour},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -476,6 +480,8 @@ func (c *Config) Validate() error {
 		return bad("delay.horizon", "must be >= 1s")
 	case d.MemoryEntries < 100:
 		return bad("delay.memory_entries", "must be >= 100")
+	case d.StoreMinCompactionLag < 0:
+		return bad("delay.store_min_compaction_lag", "must be >= 0, got %s", d.StoreMinCompactionLag)
 	}
 	if err := c.S3.validate(bad); err != nil {
 		return err

@@ -754,6 +754,7 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 	dcfg.MaxDelay = cfg.Delay.MaxDelay
 	dcfg.Horizon = cfg.Delay.Horizon
 	dcfg.MemoryEntries = cfg.Delay.MemoryEntries
+	dcfg.StoreMinCompactionLag = cfg.Delay.StoreMinCompactionLag
 	d, err := delay.New(dcfg, engine, reg, logger.With("component", "delay"))
 	if err != nil {
 		return nil, err
