@@ -263,6 +263,12 @@ type Config struct {
 	// lookups, compaction); work past it waits for its turn. 0: an eighth
 	// of the memory budget.
 	DecompressBudgetBytes int64 `yaml:"decompress_budget_bytes"`
+	// CleanerDedupeBufferBytes bounds compaction's key map (Kafka's
+	// log.cleaner.dedupe.buffer.size): 24 bytes a key. A compacted
+	// partition whose dirty part holds more distinct keys than fit is
+	// cleaned in several passes. 0: a thirty-second of the memory budget,
+	// 4 to 128 MiB.
+	CleanerDedupeBufferBytes int64 `yaml:"cleaner_dedupe_buffer_bytes"`
 	// DecompressRatio: a batch may hold at most this many times its
 	// topic's max.message.bytes once decompressed (at least 8 MiB, at
 	// most decompress_budget_bytes); past it produce refuses the batch
@@ -415,6 +421,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WALSegmentBytes != 0 && c.WALSegmentBytes < 1<<20 {
 		return bad("wal_segment_bytes", "must be 0 (from the memory budget) or >= 1048576, got %d", c.WALSegmentBytes)
+	}
+	if c.CleanerDedupeBufferBytes != 0 && (c.CleanerDedupeBufferBytes < 1<<20 || c.CleanerDedupeBufferBytes > 16<<30) {
+		return bad("cleaner_dedupe_buffer_bytes", "must be 0 (from the memory budget) or 1 MiB (1048576) to 16 GiB, got %d", c.CleanerDedupeBufferBytes)
 	}
 	if c.DecompressBudgetBytes != 0 && c.DecompressBudgetBytes < 8<<20 {
 		return bad("decompress_budget_bytes", "must be 0 (from the memory budget) or at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
