@@ -95,7 +95,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		Help: "The memory budget the broker sizes itself to (memory_budget_mb; docs/memory.md)."},
 		func() float64 { return float64(mem.Budget) }))
 	logger.Info("memory budget", "budget_mb", mem.Budget>>20, "from_machine", mem.Derived,
-		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20)
+		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20, "compact_map_mb", mem.CompactMapBytes>>20)
 
 	var (
 		md   meta.Store
@@ -150,6 +150,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.TailBytesTotal = mem.TailBytes
 	lcfg.BlockCacheBytes = mem.BlockCacheBytes
 	lcfg.MergeObjectBytes = mem.MergeBytes
+	lcfg.CompactMapBytes = mem.CompactMapBytes
+	lcfg.CompactObjectBytes = mem.CompactObjectBytes
 	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
