@@ -29,8 +29,9 @@ import (
 // chunk at a time; it passes again while dirty data is left. pc (nil:
 // none) paces its reads, writes and decoding.
 func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error) {
+	m := &keyMap{}
 	for {
-		ran, more, err := p.compactPass(ctx, pc, nil)
+		ran, more, err := p.compactPass(ctx, pc, m, nil)
 		due = due || ran
 		if err != nil || !more || ctx.Err() != nil {
 			return due, err
@@ -57,9 +58,10 @@ type cleaning struct {
 	afterGroup func(split bool) bool
 }
 
-// compactPass is one pass of compact: ran says whether it cleaned
-// anything, more whether dirty data is left for another pass.
-func (p *Partition) compactPass(ctx context.Context, pc *pacer, afterGroup func(split bool) bool) (ran, more bool, err error) {
+// compactPass is one pass of compact, with m as its key map (emptied
+// first): ran says whether it cleaned anything, more whether dirty data is
+// left for another pass.
+func (p *Partition) compactPass(ctx context.Context, pc *pacer, m *keyMap, afterGroup func(split bool) bool) (ran, more bool, err error) {
 	e := p.e
 	cfg := p.t.cfg.Load()
 	p.mu.RLock()
@@ -94,8 +96,9 @@ func (p *Partition) compactPass(ctx context.Context, pc *pacer, afterGroup func(
 	if dirty == 0 || (total > 0 && float64(dirty)/float64(total) < cfg.MinCleanableRatio) {
 		return false, false, nil
 	}
+	m.reset(e.cfg.CompactMapBytes, span)
 	c := &cleaning{p: p, pc: pc, ls: ls, horizon: now - cfg.DeleteRetentionMs, limit: p.decompressedLimit(),
-		aborted: aborted, m: newKeyMap(e.cfg.CompactMapBytes, span), r: newScanReader(e), afterGroup: afterGroup}
+		aborted: aborted, m: m, r: newScanReader(e), afterGroup: afterGroup}
 
 	k, cut, err := c.mapDirty(ctx, exts[fd:])
 	if err != nil {

@@ -37,12 +37,26 @@ const keyMapLoad = 0.9
 // keys need (an upper bound on the distinct keys of the range to map), so
 // that a small partition's pass does not allocate the whole buffer.
 func newKeyMap(maxBytes, records int64) *keyMap {
+	m := &keyMap{}
+	m.reset(maxBytes, records)
+	return m
+}
+
+// reset empties m and sizes it as newKeyMap does, reusing its slots if
+// they are enough: the passes over one partition share one map.
+func (m *keyMap) reset(maxBytes, records int64) {
 	n := maxBytes / keySlotBytes
 	if want := int64(float64(records)/keyMapLoad) + 1; want < n {
 		n = want
 	}
 	n = max(n, 2)
-	return &keyMap{slots: make([]keySlot, n), limit: max(int(float64(n)*keyMapLoad), 1)}
+	if int64(cap(m.slots)) >= n {
+		m.slots = m.slots[:n]
+		clear(m.slots)
+	} else {
+		m.slots = make([]keySlot, n)
+	}
+	m.n, m.limit = 0, max(int(float64(n)*keyMapLoad), 1)
 }
 
 // capacity is the most keys the map holds at all.
