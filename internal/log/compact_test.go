@@ -84,6 +84,46 @@ func compactModel(all []rec, rolled int, horizon int64) []rec {
 	return append(out, all[rolled:]...)
 }
 
+// disjointExtents fails unless p's extents are in offset order and do not
+// overlap: what Open's supersede rule leaves of several generations.
+func disjointExtents(t testing.TB, what string, p *Partition) {
+	t.Helper()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for i := 1; i < len(p.extents); i++ {
+		if a, b := p.extents[i-1], p.extents[i]; a.Last >= b.Base {
+			t.Fatalf("%s: extents %d-%d (gen %d) and %d-%d (gen %d) overlap", what, a.Base, a.Last, a.obj.gen, b.Base, b.Last, b.obj.gen)
+		}
+	}
+}
+
+// partlyCompacted fails unless got is a state a compaction may leave
+// part way: offsets increase, every record read is the one written at
+// its offset, and every record of want (the model) is there.
+func partlyCompacted(t testing.TB, what string, got, all, want []rec) {
+	t.Helper()
+	byOff := map[int64]rec{}
+	for _, r := range all {
+		byOff[r.off] = r
+	}
+	seen := map[int64]bool{}
+	for i, r := range got {
+		w, ok := byOff[r.off]
+		if !ok || w.key != r.key || !bytes.Equal(w.value, r.value) {
+			t.Fatalf("%s: read %d %s=%q, written %+v", what, r.off, r.key, r.value, w)
+		}
+		if i > 0 && r.off <= got[i-1].off {
+			t.Fatalf("%s: offset %d read after %d", what, r.off, got[i-1].off)
+		}
+		seen[r.off] = true
+	}
+	for _, w := range want {
+		if !seen[w.off] {
+			t.Fatalf("%s: latest record of %s at %d lost", what, w.key, w.off)
+		}
+	}
+}
+
 func sameRecords(t testing.TB, what string, got, want []rec) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -144,6 +184,7 @@ func TestCompactionSmallMapSameSurvivors(t *testing.T) {
 			}
 			e = v.restart(e)
 			p, _ = e.Partition("c", 0)
+			disjointExtents(t, "after a restart", p)
 			sameRecords(t, "after a restart", readAll(t, p, 1<<20), want)
 			// The replayed tail is rolled (Open queues it) and cleaned too.
 			if err := e.forceRoll(bg); err != nil {
@@ -172,10 +213,6 @@ func TestCompactionCrashBetweenOutputs(t *testing.T) {
 		}
 		p, _ := e.Partition("c", 0)
 		all, _ := l.write(t, v, e, p)
-		byOff := map[int64]rec{}
-		for _, r := range all {
-			byOff[r.off] = r
-		}
 		want := compactModel(all, len(all), v.clk.Now().UnixMilli()-60_000)
 		groups, last := 0, false
 		for pass := 0; groups < stop; pass++ {
@@ -196,23 +233,8 @@ func TestCompactionCrashBetweenOutputs(t *testing.T) {
 		}
 		e = v.crash(e)
 		p, _ = e.Partition("c", 0)
-		got := readAll(t, p, 1<<20)
-		seen := map[int64]bool{}
-		for i, r := range got {
-			w, ok := byOff[r.off]
-			if !ok || w.key != r.key || !bytes.Equal(w.value, r.value) {
-				t.Fatalf("stop %d: read %d %s=%q, written %+v", stop, r.off, r.key, r.value, w)
-			}
-			if i > 0 && r.off <= got[i-1].off {
-				t.Fatalf("stop %d: offset %d read after %d", stop, r.off, got[i-1].off)
-			}
-			seen[r.off] = true
-		}
-		for _, w := range want {
-			if !seen[w.off] {
-				t.Fatalf("stop %d: latest record of %s at %d lost", stop, w.key, w.off)
-			}
-		}
+		disjointExtents(t, fmt.Sprintf("stop %d", stop), p)
+		partlyCompacted(t, fmt.Sprintf("stop %d", stop), readAll(t, p, 1<<20), all, want)
 		e.cleanOnce(bg)
 		sameRecords(t, fmt.Sprintf("stop %d, then compacted", stop), readAll(t, p, 1<<20), want)
 		if last {
@@ -267,4 +289,95 @@ func TestKeyMap(t *testing.T) {
 	if m := newKeyMap(32<<20, 100); m.bytes() > 200*keySlotBytes {
 		t.Fatalf("a map for 100 records takes %d bytes", m.bytes())
 	}
+}
+
+// TestSharedCompactionSmallMap: in cluster mode, compaction with a map of
+// 6 slots over a flush extent of many batches (appended while the writer
+// was held) splits it pass after pass; garbage collection keeps what is
+// live, and a new leader, loading the partition from meta, reads what the
+// old one did: the latest record of every key.
+func TestSharedCompactionSmallMap(t *testing.T) {
+	dir, md, la, lb := newSharedEnv(t)
+	small := func(c *Config) { c.CompactMapBytes, c.CompactObjectBytes = 6*keySlotBytes, 1<<10 }
+	a := openSharedCfg(t, dir, md, la, small)
+	a.cfg.Shared.IsController = func() bool { return true }
+	if _, err := a.CreateTopic(bg, "c", 1, compactTopic); err != nil {
+		t.Fatal(err)
+	}
+	la.take(t, "c", 0, 1)
+	if err := a.Acquire(bg, "c", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Partition("c", 0)
+	gate, atGate := make(chan struct{}), make(chan struct{}, 1)
+	la.mu.Lock()
+	la.gate, la.atGate = gate, atGate
+	la.mu.Unlock()
+	var all []rec
+	var last AppendResult
+	for i := range 30 {
+		ts := time.Now().UnixMilli()
+		rs := []rec{{key: fmt.Sprint("k", i%11), ts: ts, value: fmt.Appendf(nil, "a%d", i)},
+			{key: fmt.Sprint("k", (i*7)%13), ts: ts, value: fmt.Appendf(nil, "b%d", i)}}
+		r, err := p.AppendAsync(bg, mkRecords(t, int8(i%3), ts, rs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			<-atGate // the writer holds the first; the rest make one flush
+		}
+		for j := range rs {
+			rs[j].off = r.BaseOffset + int64(j)
+		}
+		all, last = append(all, rs...), r
+	}
+	la.mu.Lock()
+	la.gate = nil
+	la.mu.Unlock()
+	close(gate)
+	if err := p.WaitDurable(bg, last, last.BaseOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	want := compactModel(all, len(all), 0)
+	// Passes until one registration splits an extent; then a new leader
+	// loads the partition from meta, every generation still registered.
+	split := false
+	for !split {
+		_, more, err := p.compactPass(bg, nil, &keyMap{}, func(s bool) bool {
+			split = s
+			return !s
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more && !split {
+			t.Fatal("no pass split an extent")
+		}
+	}
+	b := openSharedCfg(t, dir, md, lb, small)
+	b.cfg.Shared.IsController = func() bool { return true }
+	lb.take(t, "c", 0, 2)
+	if err := b.Acquire(bg, "c", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	pb, _ := b.Partition("c", 0)
+	disjointExtents(t, "new leader after a split", pb)
+	partlyCompacted(t, "new leader after a split", readAll(t, pb, 1<<20), all, want)
+	if _, err := pb.compact(bg, nil); err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, "compacted by the new leader", readAll(t, pb, 1<<20), want)
+	for range 2 {
+		if err := b.collectShared(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := openSharedCfg(t, dir, md, la, small)
+	la.take(t, "c", 0, 3)
+	if err := c.Acquire(bg, "c", 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	pc, _ := c.Partition("c", 0)
+	disjointExtents(t, "leader after collection", pc)
+	sameRecords(t, "leader after collection", readAll(t, pc, 1<<20), want)
 }
