@@ -29,9 +29,21 @@ import (
 // chunk at a time; it passes again while dirty data is left. pc (nil:
 // none) paces its reads, writes and decoding.
 func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error) {
-	m := &keyMap{}
+	return p.compactWith(ctx, pc, &compactBufs{})
+}
+
+// compactBufs is the memory of compaction passes: the key map and the
+// output object's buffer, shared by the passes over the partitions of one
+// round of the clean loop (emptied, and resized if need be, each time).
+type compactBufs struct {
+	m   keyMap
+	out []byte
+}
+
+// compactWith is compact with bufs.
+func (p *Partition) compactWith(ctx context.Context, pc *pacer, bufs *compactBufs) (due bool, err error) {
 	for {
-		ran, more, err := p.compactPass(ctx, pc, m, nil)
+		ran, more, err := p.compactPass(ctx, pc, bufs, nil)
 		due = due || ran
 		if err != nil || !more || ctx.Err() != nil {
 			return due, err
@@ -44,6 +56,7 @@ type cleaning struct {
 	p       *Partition
 	pc      *pacer
 	m       *keyMap
+	bufs    *compactBufs
 	r       *scanReader
 	ls      int64 // log start
 	horizon int64 // tombstones older than this go
@@ -58,10 +71,9 @@ type cleaning struct {
 	afterGroup func(split bool) bool
 }
 
-// compactPass is one pass of compact, with m as its key map (emptied
-// first): ran says whether it cleaned anything, more whether dirty data is
-// left for another pass.
-func (p *Partition) compactPass(ctx context.Context, pc *pacer, m *keyMap, afterGroup func(split bool) bool) (ran, more bool, err error) {
+// compactPass is one pass of compact in bufs: ran says whether it
+// cleaned anything, more whether dirty data is left for another pass.
+func (p *Partition) compactPass(ctx context.Context, pc *pacer, bufs *compactBufs, afterGroup func(split bool) bool) (ran, more bool, err error) {
 	e := p.e
 	cfg := p.t.cfg.Load()
 	p.mu.RLock()
@@ -96,9 +108,9 @@ func (p *Partition) compactPass(ctx context.Context, pc *pacer, m *keyMap, after
 	if dirty == 0 || (total > 0 && float64(dirty)/float64(total) < cfg.MinCleanableRatio) {
 		return false, false, nil
 	}
-	m.reset(e.cfg.CompactMapBytes, span)
+	bufs.m.reset(e.cfg.CompactMapBytes, span)
 	c := &cleaning{p: p, pc: pc, ls: ls, horizon: now - cfg.DeleteRetentionMs, limit: p.decompressedLimit(),
-		aborted: aborted, m: m, r: newScanReader(e), afterGroup: afterGroup}
+		aborted: aborted, m: &bufs.m, bufs: bufs, r: newScanReader(e), afterGroup: afterGroup}
 
 	k, cut, err := c.mapDirty(ctx, exts[fd:])
 	if err != nil {
@@ -289,8 +301,9 @@ func (c *cleaning) rewrite(ctx context.Context, g []*extent, dirty bool, cut int
 		in += x.Size
 	}
 	// Output is at most its input, bar a recompressed batch: room for
-	// that, so the buffer is not regrown (doubled) as it fills.
-	b := segment.NewBuilderSize(0, int(in), 1)
+	// that, so the buffer is not regrown (doubled) as it fills. The
+	// buffer is the last group's, if large enough.
+	b := segment.NewBuilderBuf(c.bufs.out, 0, int(in), 1)
 	b.StartExtent(p.t.id, p.id, g[0].Base)
 	var rest *segment.Builder // lastX past the cut
 	if cut >= 0 {
@@ -329,6 +342,7 @@ func (c *cleaning) rewrite(ctx context.Context, g []*extent, dirty bool, cut int
 		b.EndExtent(end)
 	}
 	body, exts := b.Finish()
+	defer func() { c.bufs.out = body[:0] }() // Put is done with it by then
 	outs = append(outs, output{body: body, rec: objectRecord{WALSeq: 0, Size: int64(len(body)), Extents: exts}})
 	if rest != nil {
 		body, exts := rest.Finish()

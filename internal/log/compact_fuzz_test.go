@@ -63,7 +63,7 @@ func FuzzCompactCorruptObject(f *testing.F) {
 		for part := range parts {
 			p, _ := e.Partition("t", part)
 			for range 20 { // each pass progresses or fails; 12 batches need fewer
-				if _, more, err := p.compactPass(bg, nil, &keyMap{}, nil); err != nil || !more {
+				if _, more, err := p.compactPass(bg, nil, &compactBufs{}, nil); err != nil || !more {
 					break
 				}
 			}

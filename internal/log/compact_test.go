@@ -216,7 +216,7 @@ func TestCompactionCrashBetweenOutputs(t *testing.T) {
 		want := compactModel(all, len(all), v.clk.Now().UnixMilli()-60_000)
 		groups, last := 0, false
 		for pass := 0; groups < stop; pass++ {
-			ran, more, err := p.compactPass(bg, nil, &keyMap{}, func(split bool) bool {
+			ran, more, err := p.compactPass(bg, nil, &compactBufs{}, func(split bool) bool {
 				groups++
 				if groups == stop && split {
 					splits++
@@ -343,7 +343,7 @@ func TestSharedCompactionSmallMap(t *testing.T) {
 	// loads the partition from meta, every generation still registered.
 	split := false
 	for !split {
-		_, more, err := p.compactPass(bg, nil, &keyMap{}, func(s bool) bool {
+		_, more, err := p.compactPass(bg, nil, &compactBufs{}, func(s bool) bool {
 			split = s
 			return !s
 		})
