@@ -38,6 +38,7 @@ func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error
 type compactBufs struct {
 	m   keyMap
 	out []byte
+	r   *scanReader
 }
 
 // compactWith is compact with bufs.
@@ -109,8 +110,11 @@ func (p *Partition) compactPass(ctx context.Context, pc *pacer, bufs *compactBuf
 		return false, false, nil
 	}
 	bufs.m.reset(e.cfg.CompactMapBytes, span)
+	if bufs.r == nil {
+		bufs.r = newScanReader(e)
+	}
 	c := &cleaning{p: p, pc: pc, ls: ls, horizon: now - cfg.DeleteRetentionMs, limit: p.decompressedLimit(),
-		aborted: aborted, m: &bufs.m, bufs: bufs, r: newScanReader(e), afterGroup: afterGroup}
+		aborted: aborted, m: &bufs.m, bufs: bufs, r: bufs.r, afterGroup: afterGroup}
 
 	k, cut, err := c.mapDirty(ctx, exts[fd:])
 	if err != nil {
