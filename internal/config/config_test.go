@@ -125,7 +125,7 @@ func TestMemoryPlan(t *testing.T) {
 	p := c.Memory(24 << 30)
 	if !p.Derived || p.Budget != 6<<30 || p.HeapLimit != (6<<30)/100*85 || p.WALSegmentBytes != 64<<20 ||
 		p.QueuedRequestBytes != 6<<30/8 || p.DecompressBytes != 6<<30/8 || p.MergeBytes != 64<<20 ||
-		p.CompactMapBytes != 128<<20 || p.CompactObjectBytes != 32<<20 {
+		p.CompactMapBytes != 128<<20 || p.CompactObjectBytes != 16<<20 {
 		t.Fatalf("24 GiB machine: %+v", p)
 	}
 	if p := c.Memory(0); p.Budget != 2<<30 {
@@ -142,7 +142,7 @@ func TestMemoryPlan(t *testing.T) {
 	p = c.Memory(24 << 30)
 	if p.Derived || p.Budget != 512<<20 || p.WALSegmentBytes != 32<<20 || p.HeapLimit != 0 ||
 		p.QueuedRequestBytes != 64<<20 || p.DecompressBytes != 64<<20 || p.TailBytes != 32<<20 || p.MergeBytes != 16<<20 ||
-		p.CompactMapBytes != 3<<20 || p.CompactObjectBytes != 8<<20 {
+		p.CompactMapBytes != 3<<20 || p.CompactObjectBytes != 4<<20 {
 		t.Fatalf("512 MiB budget: %+v", p)
 	}
 	if err := c.Validate(); err != nil {

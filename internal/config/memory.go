@@ -63,7 +63,7 @@ type MemoryPlan struct {
 	// CompactMapBytes bounds compaction's key map (4-128 MiB).
 	CompactMapBytes int64
 	// CompactObjectBytes bounds one object compaction writes, built in
-	// memory (4-32 MiB).
+	// memory (4-16 MiB).
 	CompactObjectBytes int64
 }
 
@@ -84,7 +84,8 @@ type MemoryPlan struct {
 //	merged object       1/32  (4 to 64 MiB; with what reading its
 //	                           inputs takes, at most 1/16)
 //	compaction key map  1/32  (4 to 128 MiB: Kafka's default dedupe buffer)
-//	compaction output   1/64  (4 to 32 MiB)
+//	compaction output   1/128 (4 to 16 MiB: with gc_percent 400 the
+//	                           heap may grow to five times it)
 //
 // which leaves a fifth of the heap limit for everything per partition,
 // per connection and in passing.
@@ -116,7 +117,7 @@ func (c *Config) Memory(machineBytes int64) MemoryPlan {
 	p.BlockCacheBytes = b / 16
 	p.MergeBytes = min(max(b/32, 4<<20), 64<<20) &^ (1<<20 - 1)
 	p.CompactMapBytes = pick(c.CleanerDedupeBufferBytes, min(max(b/32, 4<<20), 128<<20)&^(1<<20-1))
-	p.CompactObjectBytes = min(max(b/64, 4<<20), 32<<20) &^ (1<<20 - 1)
+	p.CompactObjectBytes = min(max(b/128, 4<<20), 16<<20) &^ (1<<20 - 1)
 	return p
 }
 
