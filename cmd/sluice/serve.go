@@ -49,6 +49,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"flush-interval", "flush.interval", "time between fsyncs with --flush=interval (e.g. 50ms)"},
 	{"wal-segment-bytes", "wal_segment_bytes", "WAL file size at which it is rolled into objects"},
 	{"decompress-budget-bytes", "decompress_budget_bytes", "memory budget of all decompressions in flight (produce validation, timestamp lookups, compaction)"},
+	{"cleaner-dedupe-buffer-bytes", "cleaner_dedupe_buffer_bytes", "compaction's key map, 24 bytes a key (log.cleaner.dedupe.buffer.size); more distinct keys are cleaned in several passes"},
 	{"decompress-ratio", "decompress_ratio", "a batch may hold at most this many times its topic's max.message.bytes once decompressed"},
 	{"memory-budget-mb", "memory_budget_mb", "memory the broker sizes itself to (heap limit, request and decompression budgets, WAL segments, caches); 0: a quarter of the machine's"},
 	{"idle-memory-return", "idle_memory_return", "how often a quiet broker gives free heap memory back to the system (0: never)"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -50,12 +51,13 @@ func New(cfg Config, e *log.Engine, reg prometheus.Registerer, logger *slog.Logg
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, e: e, store: log.NewInternalTopic(e, Topic), log: logger, parts: map[int32]*part{}}
-	// Compaction rewrites a partition's whole cleaned range at once
-	// (internal/log/compact.go), which for millions of pending entries
-	// costs memory in proportion: entries younger than an hour are left
-	// out of it, so that a burst of held records is not rewritten while
-	// it arrives. Delivered entries and their tombstones go an hour later.
-	s.store.Configs = map[string]string{"min.compaction.lag.ms": "3600000"}
+	// Entries younger than StoreMinCompactionLag are left out of the
+	// store's compaction, so that a burst of held records is not
+	// rewritten while it arrives. Delivered entries and their tombstones
+	// go once that old.
+	if lag := cfg.StoreMinCompactionLag; lag > 0 {
+		s.store.Configs = map[string]string{"min.compaction.lag.ms": strconv.FormatInt(lag.Milliseconds(), 10)}
+	}
 	s.m = newMetrics(reg, s.pending)
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s, nil

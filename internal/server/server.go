@@ -98,7 +98,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		Help: "The memory budget the broker sizes itself to (memory_budget_mb; docs/memory.md)."},
 		func() float64 { return float64(mem.Budget) }))
 	logger.Info("memory budget", "budget_mb", mem.Budget>>20, "from_machine", mem.Derived,
-		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20)
+		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20, "compact_map_mb", mem.CompactMapBytes>>20)
 
 	var (
 		md   meta.Store
@@ -153,6 +153,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.TailBytesTotal = mem.TailBytes
 	lcfg.BlockCacheBytes = mem.BlockCacheBytes
 	lcfg.MergeObjectBytes = mem.MergeBytes
+	lcfg.CompactMapBytes = mem.CompactMapBytes
+	lcfg.CompactObjectBytes = mem.CompactObjectBytes
 	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
@@ -770,6 +772,7 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 	dcfg.MaxDelay = cfg.Delay.MaxDelay
 	dcfg.Horizon = cfg.Delay.Horizon
 	dcfg.MemoryEntries = cfg.Delay.MemoryEntries
+	dcfg.StoreMinCompactionLag = cfg.Delay.StoreMinCompactionLag
 	d, err := delay.New(dcfg, engine, reg, logger.With("component", "delay"))
 	if err != nil {
 		return nil, err
