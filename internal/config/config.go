@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,6 +122,15 @@ type Lineage struct {
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// MaxEdges bounds the relations kept.
 	MaxEdges int `yaml:"max_edges"`
+}
+
+// Governance holds topic policies (docs/governance.md).
+type Governance struct {
+	// TopicNamePattern is a regular expression (RE2, anchored by the
+	// writer) every new topic's name must match; empty: any name. The
+	// documented example is {domain}.{event}.v{N}:
+	// ^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[0-9]+$
+	TopicNamePattern string `yaml:"topic_name_pattern"`
 }
 
 // S3 puts the data objects in a bucket of an S3-compatible service
@@ -326,6 +336,9 @@ type Config struct {
 	// Lineage configures who-produces-and-consumes-what recording.
 	Lineage Lineage `yaml:"lineage"`
 
+	// Governance holds topic policies.
+	Governance Governance `yaml:"governance"`
+
 	S3 S3 `yaml:"s3"`
 
 	Etcd    Etcd    `yaml:"etcd"`
@@ -521,6 +534,11 @@ func (c *Config) Validate() error {
 		return bad("transactions.max_timeout", "must be >= 1ms")
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
+	}
+	if p := c.Governance.TopicNamePattern; p != "" {
+		if _, err := regexp.Compile(p); err != nil {
+			return bad("governance.topic_name_pattern", "%q is not a regular expression: %v", p, err)
+		}
 	}
 	switch l := c.Lineage; {
 	case l.FlushInterval < 100*time.Millisecond:

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,6 +250,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		DefaultPartitions: cfg.DefaultPartitions,
 		TopicDefaults:     cfg.TopicDefaults,
 		DataDir:           cfg.DataDir,
+		TopicNamePattern:  namePattern(cfg.Governance.TopicNamePattern),
 		Static: map[string]string{
 			"socket.request.max.bytes":        strconv.Itoa(int(cfg.MaxRequestBytes)),
 			"queued.max.request.bytes":        strconv.FormatInt(mem.QueuedRequestBytes, 10),
@@ -785,4 +787,13 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 		return nil, err
 	}
 	return d, nil
+}
+
+// namePattern compiles the governance pattern (config.Validate checked
+// it); nil when none.
+func namePattern(p string) *regexp.Regexp {
+	if p == "" {
+		return nil
+	}
+	return regexp.MustCompile(p)
 }
