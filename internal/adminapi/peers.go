@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,6 +116,36 @@ func (p *Peers) Get(r *http.Request, addr, path string, q map[string][]string, o
 		return ErrNotFoundAtPeer
 	}
 	return fmt.Errorf("%w %s: %s: %s", ErrPeer, addr, resp.Status, strings.TrimSpace(string(body)))
+}
+
+// Post sends body as JSON to the broker at addr's path with local=1 and the
+// original request's credentials, and decodes a 200 answer into out.
+func (p *Peers) Post(r *http.Request, addr, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+path+"?"+Local+"=1", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", ErrPeer, addr, err)
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w %s: %s: %s", ErrPeer, addr, resp.Status, strings.TrimSpace(string(rb)))
+	}
+	return json.Unmarshal(rb, out)
 }
 
 // ErrNotFoundAtPeer is a peer's 404.

@@ -41,15 +41,17 @@ type GroupLister interface {
 
 // Catalog serves /v1/topics and /v1/groups.
 type Catalog struct {
-	b      *broker.Broker
-	guard  *adminapi.Guard
-	lags   Groups
-	groups GroupLister
+	b       *broker.Broker
+	guard   *adminapi.Guard
+	lags    Groups
+	groups  GroupLister
+	offsets OffsetWriter
+	peers   *adminapi.Peers
 }
 
 // New returns the catalog.
-func New(b *broker.Broker, guard *adminapi.Guard, lags Groups, groups GroupLister) *Catalog {
-	return &Catalog{b: b, guard: guard, lags: lags, groups: groups}
+func New(b *broker.Broker, guard *adminapi.Guard, lags Groups, groups GroupLister, offsets OffsetWriter, peers *adminapi.Peers) *Catalog {
+	return &Catalog{b: b, guard: guard, lags: lags, groups: groups, offsets: offsets, peers: peers}
 }
 
 // Topic is one topic in a list.
@@ -100,6 +102,7 @@ const maxBody = 1 << 20
 //	POST   /v1/topics/{topic}/partitions    {"count"}
 //	POST   /v1/topics/{topic}/configs       {"set": {"k": "v"}, "delete": ["k"]}
 //	GET    /v1/groups?search=S&offset=N&limit=N
+//	POST   /v1/groups/{group}/reset         (reset.go)
 func (c *Catalog) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/topics", c.listTopics)
@@ -109,6 +112,7 @@ func (c *Catalog) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/topics/{topic}/partitions", c.addPartitions)
 	mux.HandleFunc("POST /v1/topics/{topic}/configs", c.alterConfigs)
 	mux.HandleFunc("GET /v1/groups", c.listGroups)
+	mux.HandleFunc("POST /v1/groups/{group}/reset", c.resetOffsets)
 	return mux
 }
 

@@ -90,10 +90,11 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	lin := r.lineage.Handler()
 	mux.Handle("GET /v1/lineage", describeCluster(lin))
 	mux.Handle("GET /v1/lineage/", describeCluster(lin))
-	cat := catalog.New(r.broker, g, r.lags, r.groups).Handler()
+	cat := catalog.New(r.broker, g, r.lags, r.groups, r.groups, peers).Handler()
 	mux.Handle("/v1/topics", cat)
 	mux.Handle("/v1/topics/", cat)
 	mux.Handle("/v1/groups", cat)
+	mux.Handle("/v1/groups/", cat)
 	mux.Handle("GET /v1/trace", topic(trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler()))
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")

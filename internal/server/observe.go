@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -319,4 +320,46 @@ func (l *lagGroups) ListGroups() ([]catalog.Group, error) {
 		out = append(out, catalog.Group{Group: g.Group, Type: g.Type, ProtocolType: g.ProtocolType, State: g.State})
 	}
 	return out, nil
+}
+
+// CommitOffsets commits offsets for a group without members
+// (catalog.OffsetWriter): the coordinator refuses it while members are
+// active, as Kafka does for --reset-offsets.
+func (l *lagGroups) CommitOffsets(ctx context.Context, g, topic string, offsets map[int32]int64) error {
+	r := group.CommitRequest{Group: g, Generation: -1, RetentionMs: -1, Version: 8}
+	for p, o := range offsets {
+		r.Partitions = append(r.Partitions, group.CommitPartition{Topic: topic, Partition: p, Offset: o, LeaderEpoch: -1})
+	}
+	select {
+	case errs := <-l.c.Commit(ctx, r):
+		for i, err := range errs {
+			if err != nil {
+				return fmt.Errorf("partition %d: %w (stop the group's consumers first)", r.Partitions[i].Partition, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Committed is the group's committed offsets of topic (catalog.OffsetWriter).
+func (l *lagGroups) Committed(g, topic string) (map[int32]int64, error) {
+	offs, err := l.c.FetchOffsets(g, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for _, o := range offs {
+		if o.Topic == topic {
+			out[o.Partition] = o.Offset
+		}
+	}
+	return out, nil
+}
+
+// Coordinates reports whether this broker coordinates g.
+func (l *lagGroups) Coordinates(g string) bool {
+	_, err := l.c.FetchOffsets(g, nil)
+	return !errors.Is(err, group.ErrNotCoordinator)
 }

@@ -2,11 +2,14 @@ package observe_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/testbroker"
@@ -118,4 +121,46 @@ func TestTopicsAPI(t *testing.T) {
 	if groups.Total != 1 || groups.Groups[0].Group != "watchers" || groups.Groups[0].TotalLag != 20 {
 		t.Fatalf("groups: %+v", groups)
 	}
+
+	// Reset offsets: a dry run plans, a real run commits.
+	var plan struct {
+		DryRun bool            `json:"dry_run"`
+		Resets []catalog.Reset `json:"resets"`
+	}
+	if code := call(t, "POST", api+"/v1/groups/watchers/reset", map[string]any{"topic": "filled", "to": "earliest", "dry_run": true}, &plan); code != 200 ||
+		!plan.DryRun || len(plan.Resets) != 1 || plan.Resets[0].From != 10 || plan.Resets[0].To != 0 {
+		t.Fatalf("dry run: %d %+v", code, plan)
+	}
+	if g := lagOf(t, b, "watchers"); g != 20 {
+		t.Fatalf("a dry run moved the group: lag %d", g)
+	}
+	if code := call(t, "POST", api+"/v1/groups/watchers/reset", map[string]any{"topic": "filled", "to": "offset", "offset": 25}, &plan); code != 200 || plan.Resets[0].To != 25 {
+		t.Fatalf("reset to 25: %d %+v", code, plan)
+	}
+	if g := lagOf(t, b, "watchers"); g != 5 {
+		t.Fatalf("after resetting to 25: lag %d, want 5", g)
+	}
+	if code := call(t, "POST", api+"/v1/groups/watchers/reset", map[string]any{"topic": "filled", "to": "sideways"}, nil); code != 400 {
+		t.Fatalf("bad target: %d", code)
+	}
+	// A group with an active member cannot be reset.
+	member := b.Client(t, kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("filled"))
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	member.PollFetches(pctx)
+	testbroker.Eventually(t, 30*time.Second, "busy is refused a reset", func() error {
+		if code := call(t, "POST", api+"/v1/groups/busy/reset", map[string]any{"topic": "filled", "to": "earliest"}, nil); code != 409 {
+			return fmt.Errorf("reset of a group with a member: %d", code)
+		}
+		return nil
+	})
+}
+
+func lagOf(t *testing.T, b *testbroker.Broker, group string) int64 {
+	t.Helper()
+	g, err := groupLag(t, b, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.TotalLag
 }
