@@ -110,8 +110,8 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 	p.tombs = nil
 	p.mu.Unlock()
 	var recs []kmsg.Record
-	for _, id := range tombs {
-		recs = append(recs, kmsg.Record{Key: EntryKey(id.t.Target, id.res)})
+	for _, tb := range tombs {
+		recs = append(recs, tb.record())
 	}
 	for _, c := range chunks {
 		m := Marker{ProducerID: p.pid, FirstSeq: c.firstSeq, Entries: make([]MarkerEntry, len(c.es))}
@@ -288,8 +288,9 @@ func (p *part) finish(es []*entry, dropped bool) {
 		if p.index[id] == e {
 			delete(p.index, id)
 		}
-		p.tombs = append(p.tombs, id)
+		p.tombs = append(p.tombs, tomb{id, e.due, e.off})
 		p.finished[id] = now
+		p.sum.remove(e.t.Topic, e.due)
 	}
 	p.mu.Unlock()
 	if dropped {
@@ -316,8 +317,8 @@ func (p *part) flushTombs(ctx context.Context) bool {
 	for len(ids) > 0 {
 		n := min(len(ids), 5000)
 		recs := make([]kmsg.Record, n)
-		for i, id := range ids[:n] {
-			recs[i] = kmsg.Record{Key: EntryKey(id.t.Target, id.res)}
+		for i, tb := range ids[:n] {
+			recs[i] = tb.record()
 		}
 		b, err := buildStore(p.s.now(), recs)
 		if err == nil {

@@ -137,6 +137,9 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 	if payload, err = sp.dropKnown(payload); err != nil {
 		return log.AppendResult{}, nil, err
 	}
+	if len(payload) >= batch.HeaderSize && batch.Attributes(payload)&batch.AttrTransactional != 0 && batch.ProducerID(payload) >= 0 {
+		return sp.holdForwardedTxn(ctx, payload)
+	}
 	res, err := p.AppendHeld(ctx, payload)
 	if err != nil {
 		return res, nil, err
@@ -231,4 +234,83 @@ func (p *part) dropKnown(payload []byte) ([]byte, error) {
 		b = b[size:]
 	}
 	return out, nil
+}
+
+// holdForwardedTxn appends forwarded entries held in a transaction (the
+// forwarding broker added this store partition to the transaction first)
+// and notes them as pending their transaction's outcome.
+func (p *part) holdForwardedTxn(ctx context.Context, payload []byte) (log.AppendResult, func(context.Context, bool) error, error) {
+	offs, first, last, lastOff, err := p.appendTxn(ctx, payload)
+	if err != nil {
+		return first, nil, err
+	}
+	pid := batch.ProducerID(payload)
+	by := map[Target][]*entry{}
+	i := 0
+	for b := payload; len(b) > 0; {
+		size, err := batch.Size(b)
+		if err != nil || size > len(b) {
+			break
+		}
+		_, recs, err := batch.Records(b[:size])
+		if err != nil {
+			break
+		}
+		for _, r := range recs {
+			off := offs[i]
+			i++
+			kind, t, res, err := ParseKey(r.Key)
+			if err != nil || kind != kindEntry || r.Value == nil {
+				continue
+			}
+			if due, err := entryDue(r.Value); err == nil {
+				by[t] = append(by[t], &entry{due: due, off: off, res: res})
+			}
+		}
+		b = b[size:]
+	}
+	for t, es := range by {
+		p.addTxn(t, pid, es)
+	}
+	return first, func(ctx context.Context, durable bool) error {
+		if durable {
+			return p.p.WaitDurable(ctx, last, lastOff)
+		}
+		return last.WaitWritten(ctx)
+	}, nil
+}
+
+// JoinTxn adds topic-partition to transactional id's ongoing transaction
+// on the broker coordinating it (AddPartitionsToTxn, routed there by the
+// client): what the produce path does when the coordinator is elsewhere.
+func (r *Remote) JoinTxn(ctx context.Context, id string, pid int64, epoch int16, topic string, partition int32) error {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	kresp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return fmt.Errorf("%w: %v", log.ErrNotLeader, err)
+	}
+	if err := kerr.ErrorForCode(kresp.ErrorCode); err != nil {
+		return err
+	}
+	for _, t := range kresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	for _, x := range kresp.Transactions {
+		for _, t := range x.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

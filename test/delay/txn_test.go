@@ -1,0 +1,115 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// txnRecords is one transaction's records: delayed ones (delay d) and
+// plain ones, spread over partitions.
+func txnRecords(topic, prefix string, n, partitions int, d time.Duration) (delayed, plain []*kgo.Record) {
+	for i := range n {
+		p := int32(i % partitions)
+		delayed = append(delayed, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%s-d%d", prefix, i)),
+			Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte(ms(d))}}})
+		plain = append(plain, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("%s-p%d", prefix, i))})
+	}
+	return delayed, plain
+}
+
+// runTxn produces recs in one transaction of cl and commits or aborts it;
+// it returns the offsets produce reported.
+func runTxn(t *testing.T, ctx context.Context, cl *kgo.Client, commit bool, recs ...*kgo.Record) map[string]int64 {
+	t.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		t.Fatalf("produce in a transaction: %v", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("end transaction (commit %v): %v", commit, err)
+	}
+	offs := map[string]int64{}
+	for _, r := range res {
+		offs[string(r.Record.Value)] = r.Record.Offset
+	}
+	return offs
+}
+
+// TestTxnDelayed produces delayed and plain records with a franz-go
+// transactional producer, one transaction committed and one aborted, and
+// reads the topic with read_committed and read_uncommitted consumers.
+// Committed delayed records arrive once, no earlier than due, in both;
+// aborted delayed records never arrive in either (read_uncommitted sees
+// the aborted plain records, as Kafka gives them); no consumer sees a
+// record at an offset produce reported for a delayed record.
+func TestTxnDelayed(t *testing.T) {
+	b := testbroker.Start(t)
+	const topic, partitions = "txn-delayed", 3
+	testbroker.CreateTopic(t, b.Addr(), topic, partitions, nil)
+	committed := consume(t, b.Addr(), topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	uncommitted := consume(t, b.Addr(), topic, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	cl := testbroker.NewClient(t, b.Addr(), kgo.TransactionalID("txn-delayed-producer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const d = 2 * time.Second
+	start := time.Now()
+	cd, cp := txnRecords(topic, "commit", 12, partitions, d)
+	ad, ap := txnRecords(topic, "abort", 12, partitions, d)
+	reserved := runTxn(t, ctx, cl, true, append(cd, cp...)...)
+	for k, v := range runTxn(t, ctx, cl, false, append(ad, ap...)...) {
+		reserved[k] = v
+	}
+	// A second committed transaction after the aborted one, from the
+	// same producer (its sequences in the store go on).
+	cd2, cp2 := txnRecords(topic, "commit2", 6, partitions, d)
+	start2 := time.Now()
+	for k, v := range runTxn(t, ctx, cl, true, append(cd2, cp2...)...) {
+		reserved[k] = v
+	}
+
+	var wantC, wantU []expect
+	for _, r := range cd {
+		wantC = append(wantC, expect{string(r.Value), start.Add(d)})
+	}
+	for _, r := range cd2 {
+		wantC = append(wantC, expect{string(r.Value), start2.Add(d)})
+	}
+	for _, r := range append(cp, cp2...) {
+		wantC = append(wantC, expect{string(r.Value), start})
+	}
+	wantU = append(wantU, wantC...)
+	for _, r := range ap {
+		wantU = append(wantU, expect{string(r.Value), start})
+	}
+	// The aborted delayed records are due with the others: by the time
+	// the committed ones are all seen, they would have been too.
+	check(t, committed, wantC, 30*time.Second)
+	check(t, uncommitted, wantU, 30*time.Second)
+	for _, c := range []*consumer{committed, uncommitted} {
+		for _, r := range ad {
+			if got := c.get(string(r.Value)); len(got) > 0 {
+				t.Errorf("aborted delayed record %q delivered: %+v", r.Value, got)
+			}
+		}
+		for _, r := range append(append(cd, cd2...), ad...) {
+			p, off := r.Partition, reserved[string(r.Value)]
+			for v, ss := range c.recs {
+				for _, s := range ss {
+					if s.partition == p && s.offset == off {
+						t.Errorf("record %q seen at offset %d of partition %d, reserved for delayed record %q", v, off, p, r.Value)
+					}
+				}
+			}
+		}
+	}
+}
