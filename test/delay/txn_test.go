@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
@@ -109,6 +110,87 @@ func TestTxnDelayed(t *testing.T) {
 						t.Errorf("record %q seen at offset %d of partition %d, reserved for delayed record %q", v, off, p, r.Value)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestTxnDelayedCrash SIGKILLs the real binary right after a transaction
+// holding delayed records committed (before they are due), while another
+// producer's transaction holding delayed records is still open. After the
+// restart the committed records are delivered once, no earlier than due,
+// to read_committed and read_uncommitted consumers; the open transaction
+// is aborted by the coordinator when its timeout passes, and its delayed
+// records are never delivered.
+func TestTxnDelayedCrash(t *testing.T) {
+	bin := testbroker.BuildBinary(t)
+	p := testbroker.StartProcess(t, bin, "--auto-create-topics", "false", "--log-level", "info")
+	const topic, partitions = "txn-delayed-crash", 2
+	testbroker.CreateTopic(t, p.Addr(), topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	open, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.TransactionalID("txn-crash-open"),
+		kgo.TransactionTimeout(3*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	od, _ := txnRecords(topic, "open", 8, partitions, 500*time.Millisecond)
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.ProduceSync(ctx, od...).FirstErr(); err != nil {
+		t.Fatalf("produce in the open transaction: %v", err)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.TransactionalID("txn-crash-commit"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const d = 3 * time.Second
+	start := time.Now()
+	cd, cp := txnRecords(topic, "crash", 30, partitions, d)
+	runTxn(t, ctx, cl, true, append(cd, cp...)...)
+	p.Kill()
+	cl.Close()
+	if since := time.Since(start); since >= d {
+		t.Logf("commit took %v: the records fell due before the kill", since)
+	}
+	p.Restart()
+
+	var want []expect
+	for _, r := range cd {
+		want = append(want, expect{string(r.Value), start.Add(d)})
+	}
+	for _, r := range cp {
+		want = append(want, expect{string(r.Value), start})
+	}
+	committed := consume(t, p.Addr(), topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	uncommitted := consume(t, p.Addr(), topic, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	check(t, committed, want, 60*time.Second)
+
+	// The open transaction ends aborted (timeout); its records, long due,
+	// would be delivered within moments if they were taken as committed.
+	adm := kadm.NewClient(testbroker.NewClient(t, p.Addr()))
+	testbroker.Eventually(t, 60*time.Second, "the open transaction aborted", func() error {
+		ds, err := adm.DescribeTransactions(ctx, "txn-crash-open")
+		if err != nil {
+			return err
+		}
+		d, ok := ds["txn-crash-open"]
+		if !ok || d.Err != nil || d.State != "CompleteAbort" {
+			return fmt.Errorf("transaction: %+v", d)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	check(t, uncommitted, want, 30*time.Second)
+	for _, c := range []*consumer{committed, uncommitted} {
+		for _, r := range od {
+			if got := c.get(string(r.Value)); len(got) > 0 {
+				t.Errorf("delayed record %q of the aborted transaction delivered: %+v", r.Value, got)
 			}
 		}
 	}
