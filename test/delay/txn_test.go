@@ -2,7 +2,11 @@ package delay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,6 +195,120 @@ func TestTxnDelayedCrash(t *testing.T) {
 		for _, r := range od {
 			if got := c.get(string(r.Value)); len(got) > 0 {
 				t.Errorf("delayed record %q of the aborted transaction delivered: %+v", r.Value, got)
+			}
+		}
+	}
+}
+
+// TestConfluentPythonTxnDelayed produces delayed and plain records with a
+// confluent-kafka-python transactional producer, one transaction committed
+// and one aborted, and reads them back with its read_committed consumer:
+// librdkafka takes the reserved offsets (empty, or in an aborted
+// transaction) as it takes compacted ones, the committed delayed records
+// arrive once, the aborted ones never.
+func TestConfluentPythonTxnDelayed(t *testing.T) {
+	testbroker.NeedPythonModule(t, "confluent_kafka", "python3-confluent-kafka")
+	b := testbroker.Start(t)
+	const topic, partitions = "python-txn-delayed", 2
+	testbroker.CreateTopic(t, b.Addr(), topic, partitions, nil)
+	type pyRec struct {
+		Partition int32       `json:"partition"`
+		Value     string      `json:"value"`
+		Headers   [][2]string `json:"headers,omitempty"`
+	}
+	spec := map[string][]pyRec{}
+	for _, kind := range []string{"commit", "abort"} {
+		for i := range 20 {
+			r := pyRec{Partition: int32(i % partitions), Value: fmt.Sprintf("py-%s-%d", kind, i)}
+			if i%2 == 0 {
+				r.Headers = [][2]string{{"sluice-delay-ms", "1500"}}
+			}
+			spec[kind] = append(spec[kind], r)
+		}
+	}
+	js, _ := json.Marshal(spec)
+	out := testbroker.RunTool(t, js, 2*time.Minute, testbroker.Python, filepath.Join("testdata", "confluent_txn_delay.py"),
+		b.Addr(), topic, strconv.Itoa(partitions), strconv.Itoa(len(spec["commit"])))
+	type at struct {
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+		Value     string `json:"value"`
+	}
+	var res struct{ Reserved, Seen []at }
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if len(res.Reserved) != 2*20 {
+		t.Fatalf("%d delivery reports for 40 records", len(res.Reserved))
+	}
+	reserved := map[[2]int64]string{}
+	for _, r := range res.Reserved {
+		reserved[[2]int64{int64(r.Partition), r.Offset}] = r.Value
+	}
+	count := map[string]int{}
+	for _, s := range res.Seen {
+		count[s.Value]++
+		if v, ok := reserved[[2]int64{int64(s.Partition), s.Offset}]; ok && v != s.Value {
+			t.Errorf("%q seen at %d-%d, the offset reserved for %q", s.Value, s.Partition, s.Offset, v)
+		}
+	}
+	for _, r := range spec["commit"] {
+		if count[r.Value] != 1 {
+			t.Errorf("committed record %q seen %d times", r.Value, count[r.Value])
+		}
+	}
+	for _, r := range spec["abort"] {
+		if count[r.Value] != 0 {
+			t.Errorf("aborted record %q seen %d times", r.Value, count[r.Value])
+		}
+	}
+}
+
+// TestKcatTxnDelayed reads, with kcat (librdkafka) in read_committed and
+// read_uncommitted, a topic where a franz-go transactional producer
+// committed one transaction and aborted another, both holding delayed
+// records: kcat reads past the reserved offsets (empty batches, some in an
+// aborted transaction) and sees each committed record once, the aborted
+// delayed records never.
+func TestKcatTxnDelayed(t *testing.T) {
+	kcat := testbroker.NeedTool(t, "kcat")
+	b := testbroker.Start(t)
+	const topic, partitions = "kcat-txn-delayed", 2
+	testbroker.CreateTopic(t, b.Addr(), topic, partitions, nil)
+	c := consume(t, b.Addr(), topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cl := testbroker.NewClient(t, b.Addr(), kgo.TransactionalID("kcat-txn-delayed"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	cd, cp := txnRecords(topic, "kc", 6, partitions, time.Second)
+	ad, ap := txnRecords(topic, "ka", 6, partitions, time.Second)
+	runTxn(t, ctx, cl, true, append(cd, cp...)...)
+	runTxn(t, ctx, cl, false, append(ad, ap...)...)
+	var want []expect
+	for _, r := range append(cd, cp...) {
+		want = append(want, expect{string(r.Value), start})
+	}
+	check(t, c, want, 30*time.Second) // delivered by now
+	for _, iso := range []string{"read_committed", "read_uncommitted"} {
+		out := testbroker.RunTool(t, nil, time.Minute, kcat, "-C", "-b", b.Addr(), "-t", topic, "-o", "beginning", "-e", "-q",
+			"-X", "isolation.level="+iso, "-f", "%s\n")
+		count := map[string]int{}
+		for _, v := range strings.Fields(string(out)) {
+			count[v]++
+		}
+		for _, r := range append(cd, cp...) {
+			if count[string(r.Value)] != 1 {
+				t.Errorf("%s: committed record %q seen %d times", iso, r.Value, count[string(r.Value)])
+			}
+		}
+		for _, r := range ad {
+			if count[string(r.Value)] != 0 {
+				t.Errorf("%s: aborted delayed record %q seen %d times", iso, r.Value, count[string(r.Value)])
+			}
+		}
+		for _, r := range ap {
+			if n := count[string(r.Value)]; (iso == "read_committed") != (n == 0) {
+				t.Errorf("%s: aborted plain record %q seen %d times", iso, r.Value, n)
 			}
 		}
 	}
