@@ -53,7 +53,9 @@ func lateness(t *testing.T, c *consumer, want []expect) {
 		return
 	}
 	slices.Sort(ls)
-	q := func(f float64) time.Duration { return ls[min(len(ls)-1, int(f*float64(len(ls))))].Round(time.Millisecond) }
+	q := func(f float64) time.Duration {
+		return ls[min(len(ls)-1, int(f*float64(len(ls))))].Round(time.Millisecond)
+	}
 	t.Logf("lateness over %d records (seen by the consumer minus due): p50 %v, p90 %v, p99 %v, max %v", len(ls), q(.5), q(.9), q(.99), ls[len(ls)-1].Round(time.Millisecond))
 }
 
