@@ -48,29 +48,38 @@ func (p *part) cancel1(ctx context.Context, t Target, off int64) error {
 		tb.due, tb.off = e.due, e.off
 	} else {
 		// Not indexed: beyond the horizon, or not there at all. The
-		// last record of its key decides.
+		// spans say where in the store its records may be (spans.go);
+		// the last record of its key decides.
+		p.mu.Lock()
+		rs := spanRanges(x.spans, off)
+		cutoff := p.cutoff
+		p.mu.Unlock()
 		key := string(EntryKey(t, off))
 		live := false
-		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(o, _ int64, k, v []byte) error {
-			if string(k) != key {
-				return nil
-			}
-			live = false
-			if v != nil {
-				if due, err := entryDue(v); err == nil {
-					live, tb.due, tb.off = true, due, o
+		for _, r := range rs {
+			err := scanLog(ctx, p.p, r[0], r[1]+1, func(o, _ int64, k, v []byte) error {
+				if string(k) != key {
+					return nil
 				}
+				live = false
+				if v != nil {
+					if due, err := entryDue(v); err == nil {
+						live, tb.due, tb.off = true, due, o
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
-		if !live {
+		// An entry due within the horizon that the index does not hold
+		// was delivered (its tombstone is not in the spans).
+		if !live || tb.due <= cutoff {
 			return fmt.Errorf("%w: %s offset %d", ErrNotFound, t, off)
 		}
 	}
-	if err := p.tombstone(ctx, []tomb{tb}); err != nil {
+	if _, err := p.tombstone(ctx, []tomb{tb}); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -87,17 +96,27 @@ func (p *part) cancel1(ctx context.Context, t Target, off int64) error {
 	return nil
 }
 
-func (p *part) tombstone(ctx context.Context, tbs []tomb) error {
+// tombstone writes the tombstones of a cancel (acks=all) and notes them
+// in their targets' spans; it returns the first one's offset.
+func (p *part) tombstone(ctx context.Context, tbs []tomb) (int64, error) {
 	recs := make([]kmsg.Record, len(tbs))
 	for i, tb := range tbs {
 		recs[i] = tb.record()
 	}
 	b, err := buildStore(p.s.now(), recs)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = p.s.store.Append(ctx, p.id, b)
-	return err
+	base, err := p.s.store.Append(ctx, p.id, b)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	for i, tb := range tbs {
+		tb.id.t.spans = noteSpan(tb.id.t.spans, tb.id.res, base+int64(i))
+	}
+	p.mu.Unlock()
+	return base, nil
 }
 
 // Cancelled names a record CancelMessageID cancelled.
@@ -173,7 +192,7 @@ func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, err
 	if len(tbs) == 0 {
 		return nil, nil
 	}
-	if err := p.tombstone(ctx, tbs); err != nil {
+	if _, err := p.tombstone(ctx, tbs); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()

@@ -64,6 +64,7 @@ func (p *part) scan(ctx context.Context, first bool) error {
 	}
 	var farTombs []farTomb
 	var undecided []*pendTxn
+	spans := map[*target][]span{}
 	shrink := func() {
 		dues := make([]int64, 0, len(loc))
 		for _, e := range loc {
@@ -76,6 +77,7 @@ func (p *part) scan(ctx context.Context, first bool) error {
 				delete(loc, id)
 				farMin = min(farMin, e.due)
 				farCount++
+				spans[e.t] = noteSpan(spans[e.t], e.res, e.off)
 				if first {
 					sum.add(e.t.Topic, e.due)
 				}
@@ -109,7 +111,13 @@ func (p *part) scan(ctx context.Context, first bool) error {
 				if farCount > 0 {
 					farCount--
 				}
-				if due, off, ok, err := tombInfo(r.headers); first && ok && err == nil && due > cut {
+				// Without a header (written before it existed) the
+				// tombstone may be of an entry beyond the horizon too.
+				due, off, ok, err := tombInfo(r.headers)
+				if !ok || err != nil || due > cut {
+					spans[x] = noteSpan(spans[x], res, r.off)
+				}
+				if first && ok && err == nil && due > cut {
 					farTombs = append(farTombs, farTomb{t.Topic, due, off})
 				}
 			}
@@ -129,6 +137,7 @@ func (p *part) scan(ctx context.Context, first bool) error {
 		if due > cut {
 			farMin = min(farMin, due)
 			farCount++
+			spans[x] = noteSpan(spans[x], res, r.off)
 			if first {
 				sum.add(t.Topic, due)
 			}
@@ -166,6 +175,10 @@ func (p *part) scan(ctx context.Context, first bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutoff = cut
+	for _, x := range p.targets {
+		// What this scan read, and what was added beyond it meanwhile.
+		x.spans = append(spans[x], keepSpansFrom(x.spans, hw)...)
+	}
 	for id, e := range loc {
 		if first {
 			sum.add(id.t.Topic, e.due)

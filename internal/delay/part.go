@@ -139,6 +139,7 @@ func (p *part) index1(e *entry, early *bool) bool {
 	if e.due > p.cutoff {
 		p.farMin = min(p.farMin, e.due)
 		p.farCount++
+		e.t.spans = noteSpan(e.t.spans, e.res, e.off)
 		return true
 	}
 	id := entryID{e.t, e.res}
@@ -316,6 +317,7 @@ func (p *part) evict() {
 			delete(p.index, id)
 			p.farMin = min(p.farMin, e.due)
 			p.farCount++
+			e.t.spans = noteSpan(e.t.spans, e.res, e.off)
 		}
 	}
 	p.cutoff = min(p.cutoff, cut)
