@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -144,31 +145,19 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 	if err != nil {
 		return res, nil, err
 	}
-	by := map[Target][]*entry{}
+	// The batches' offsets follow one another from the base.
+	var bases []int64
 	off := res.BaseOffset
-	for b := payload; len(b) > 0; {
+	for b := payload; len(b) >= batch.HeaderSize; {
 		size, err := batch.Size(b)
 		if err != nil || size > len(b) {
 			break
 		}
-		h, recs, err := batch.Records(b[:size])
-		if err != nil {
-			break
-		}
-		for i := range recs {
-			kind, t, r, err := ParseKey(recs[i].Key)
-			if err != nil || kind != kindEntry || recs[i].Value == nil {
-				continue
-			}
-			due, err := entryDue(recs[i].Value)
-			if err != nil {
-				continue
-			}
-			by[t] = append(by[t], &entry{due: due, off: off + int64(recs[i].OffsetDelta), res: r})
-		}
-		off += int64(h.LastOffsetDelta) + 1
+		bases = append(bases, off)
+		off += int64(binary.BigEndian.Uint32(b[batch.OffLastOffsetDelta:])) + 1
 		b = b[size:]
 	}
+	by := payloadEntries(payload, bases)
 	n := 0
 	for t, es := range by {
 		sp.add(t, es)
@@ -236,40 +225,45 @@ func (p *part) dropKnown(payload []byte) ([]byte, error) {
 	return out, nil
 }
 
-// holdForwardedTxn appends forwarded entries held in a transaction (the
-// forwarding broker added this store partition to the transaction first)
-// and notes them as pending their transaction's outcome.
-func (p *part) holdForwardedTxn(ctx context.Context, payload []byte) (log.AppendResult, func(context.Context, bool) error, error) {
-	offs, first, last, lastOff, err := p.appendTxn(ctx, payload)
-	if err != nil {
-		return first, nil, err
-	}
-	pid := batch.ProducerID(payload)
+// payloadEntries reads the entries of a store payload appended with its
+// batches at bases, by target (batches rebuilt by dropKnown keep their
+// records' offset deltas, so an entry's offset is its batch's base plus
+// its delta).
+func payloadEntries(payload []byte, bases []int64) map[Target][]*entry {
 	by := map[Target][]*entry{}
-	i := 0
-	for b := payload; len(b) > 0; {
-		size, err := batch.Size(b)
-		if err != nil || size > len(b) {
+	for bi := 0; len(payload) > 0 && bi < len(bases); bi++ {
+		size, err := batch.Size(payload)
+		if err != nil || size > len(payload) {
 			break
 		}
-		_, recs, err := batch.Records(b[:size])
+		_, recs, err := batch.Records(payload[:size])
+		payload = payload[size:]
 		if err != nil {
-			break
+			continue
 		}
 		for _, r := range recs {
-			off := offs[i]
-			i++
 			kind, t, res, err := ParseKey(r.Key)
 			if err != nil || kind != kindEntry || r.Value == nil {
 				continue
 			}
 			if due, err := entryDue(r.Value); err == nil {
-				by[t] = append(by[t], &entry{due: due, off: off, res: res})
+				by[t] = append(by[t], &entry{due: due, off: bases[bi] + int64(r.OffsetDelta), res: res})
 			}
 		}
-		b = b[size:]
 	}
-	for t, es := range by {
+	return by
+}
+
+// holdForwardedTxn appends forwarded entries held in a transaction (the
+// forwarding broker added this store partition to the transaction first)
+// and notes them as pending their transaction's outcome.
+func (p *part) holdForwardedTxn(ctx context.Context, payload []byte) (log.AppendResult, func(context.Context, bool) error, error) {
+	bases, first, last, lastOff, err := p.appendTxn(ctx, payload)
+	if err != nil {
+		return first, nil, err
+	}
+	pid := batch.ProducerID(payload)
+	for t, es := range payloadEntries(payload, bases) {
 		p.addTxn(t, pid, es)
 	}
 	return first, func(ctx context.Context, durable bool) error {

@@ -294,24 +294,23 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 		}
 	}
 	sb := storeBatch(t, now, hs, bases, pr)
-	es := make([]*entry, len(hs))
 	var sres log.AppendResult
 	var last int64
 	if pr.id >= 0 {
-		offs, _, lres, lastOff, err := sp.appendTxn(ctx, sb)
+		sbases, _, lres, lastOff, err := sp.appendTxn(ctx, sb)
 		if err != nil {
 			return res, nil, err
 		}
-		for i := range hs {
-			es[i] = &entry{due: hs[i].due, off: offs[i], res: bases[hs[i].batch] + int64(hs[i].delta)}
+		for _, es := range payloadEntries(sb, sbases) {
+			sp.addTxn(t, pr.id, es) // one target: t
 		}
-		sp.addTxn(t, pr.id, es)
 		sres, last = lres, lastOff
 	} else {
 		sres, err = sp.p.AppendHeld(ctx, sb)
 		if err != nil {
 			return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
 		}
+		es := make([]*entry, len(hs))
 		for i := range hs {
 			es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
 		}

@@ -44,11 +44,11 @@ type pendTxn struct {
 
 // appendTxn appends transactional store batches (built by storeBatch for
 // one producer, or forwarded) to the store partition, each with its
-// producer's next sequence there. It returns the offset of each record,
+// producer's next sequence there. It returns each batch's base offset,
 // the first and the last append, and the offset that last one ends at.
 // txnMu makes the sequence and the append one step; the producer state
 // checks the epoch (a fenced producer's batch is refused).
-func (p *part) appendTxn(ctx context.Context, payload []byte) (offs []int64, first, last log.AppendResult, lastOff int64, err error) {
+func (p *part) appendTxn(ctx context.Context, payload []byte) (bases []int64, first, last log.AppendResult, lastOff int64, err error) {
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
 	for i := 0; len(payload) > 0; i++ {
@@ -74,13 +74,10 @@ func (p *part) appendTxn(ctx context.Context, payload []byte) (offs []int64, fir
 		if i == 0 {
 			first = res
 		}
-		n := int64(binary.BigEndian.Uint32(bt[batch.OffLastOffsetDelta:])) + 1
-		for k := range n {
-			offs = append(offs, res.BaseOffset+k)
-		}
-		last, lastOff = res, res.BaseOffset+n-1
+		bases = append(bases, res.BaseOffset)
+		last, lastOff = res, res.BaseOffset+int64(binary.BigEndian.Uint32(bt[batch.OffLastOffsetDelta:]))
 	}
-	return offs, first, last, lastOff, nil
+	return bases, first, last, lastOff, nil
 }
 
 // addTxn notes entries just appended in pid's transaction.

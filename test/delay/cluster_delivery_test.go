@@ -40,6 +40,77 @@ func storeLeaders(t *testing.T, ctx context.Context, cl *kgo.Client, topic strin
 	return byStore, targetLeaders
 }
 
+// delayCluster starts three brokers on etcd and S3, creates topic and
+// the delay store (its first delayed record), and returns the cluster, its
+// Kafka addresses and a client over all of them.
+func delayCluster(t *testing.T, ctx context.Context, topic string, partitions int32, opts ...kgo.Opt) (*testcluster.Cluster, []string, *kgo.Client) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{})
+	seeds := c.Addrs()
+	testbroker.CreateTopic(t, seeds[0], topic, partitions, nil)
+	cl := testbroker.NewClient(t, seeds[0], append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
+	// The store is created by the first delayed record; the first record
+	// of each test is due at once.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(topic + "-first"),
+		Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte("1")}}}).FirstErr(); err != nil {
+		t.Fatalf("first produce: %v", err)
+	}
+	return c, seeds, cl
+}
+
+// storeVictim is the broker leading the most of topic's store partitions:
+// its index in c, its node id, and the partitions of topic whose records
+// it holds.
+func storeVictim(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *kgo.Client, topic string, partitions int32) (idx int, victim int32, held []int32) {
+	t.Helper()
+	byStore, _ := storeLeaders(t, ctx, cl, topic, partitions)
+	count := map[int32]int{}
+	for _, b := range byStore {
+		count[b]++
+	}
+	most := 0
+	for b, k := range count {
+		if k > most {
+			victim, most = b, k
+		}
+	}
+	idx = -1
+	for i := range c.Len() {
+		if testcluster.NodeID(i) == victim {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		t.Fatalf("store leader %d is not one of the brokers", victim)
+	}
+	for p, b := range byStore {
+		if b == victim {
+			held = append(held, p)
+		}
+	}
+	slices.Sort(held)
+	return idx, victim, held
+}
+
+// produceDue produces n records prefix-i to the partitions of topic in
+// turn, record i with sluice-deliver-at at(i), and adds them to want.
+func produceDue(t *testing.T, ctx context.Context, cl *kgo.Client, topic, prefix string, partitions int32, n int, want []expect, at func(i int) time.Time) []expect {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := range n {
+		due := time.UnixMilli(at(i).UnixMilli())
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}}})
+		want = append(want, expect{v, due})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return want
+}
+
 // lateness logs the percentiles of how long after its due time each
 // expected record was seen (the test's consumer, polling every 100 ms).
 func lateness(t *testing.T, c *consumer, want []expect) {
@@ -67,19 +138,10 @@ func lateness(t *testing.T, c *consumer, want []expect) {
 // due; `sluice delay stats` asked of every broker counts them all before
 // they are due, and nothing after.
 func TestClusterLateness(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
-	seeds := c.Addrs()
 	const topic, partitions = "cluster-lateness", 6
-	testbroker.CreateTopic(t, seeds[0], topic, partitions, nil)
-	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// The store is created by the first delayed record.
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("lat-first"),
-		Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte("1")}}}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	c, seeds, cl := delayCluster(t, ctx, topic, partitions)
 	byStore, targets := storeLeaders(t, ctx, cl, topic, partitions)
 	holders := map[int32]bool{}
 	for _, b := range byStore {
@@ -92,19 +154,10 @@ func TestClusterLateness(t *testing.T) {
 
 	const n = 600
 	start := time.Now()
-	want := []expect{{"lat-first", start.Add(-time.Minute)}}
-	var recs []*kgo.Record
-	for i := range n {
-		d := 3*time.Second + time.Duration(i%40)*100*time.Millisecond
-		at := start.Add(d)
-		v := fmt.Sprintf("lat-%d", i)
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(v),
-			Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: []byte(strconv.FormatInt(at.UnixMilli(), 10))}}})
-		want = append(want, expect{v, time.UnixMilli(at.UnixMilli())})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	want := []expect{{topic + "-first", start.Add(-time.Minute)}}
+	want = produceDue(t, ctx, cl, topic, "lat", partitions, n, want, func(i int) time.Time {
+		return start.Add(3*time.Second + time.Duration(i%40)*100*time.Millisecond)
+	})
 	cons := consume(t, seeds[0], topic, kgo.SeedBrokers(seeds...))
 	if time.Since(start) < 2500*time.Millisecond {
 		st := clusterStats(t, c, topic)
@@ -163,60 +216,19 @@ func joinComma(s []string) string {
 // its time, after another broker takes the store partitions over (and
 // resends, with the same sequences, the batch a marker names).
 func TestClusterKillMidDelivery(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
-	seeds := c.Addrs()
 	const topic, partitions = "cluster-mid-delivery", 6
-	testbroker.CreateTopic(t, seeds[0], topic, partitions, nil)
-	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("mid-first"),
-		Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte("1")}}}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	byStore, _ := storeLeaders(t, ctx, cl, topic, partitions)
-	count := map[int32]int{}
-	for _, b := range byStore {
-		count[b]++
-	}
-	victim, most := int32(-1), 0
-	for b, k := range count {
-		if k > most {
-			victim, most = b, k
-		}
-	}
-	idx := -1
-	for i := range c.Len() {
-		if testcluster.NodeID(i) == victim {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		t.Fatalf("store leader %d is not one of the brokers", victim)
-	}
-	var held []int32 // partitions whose records the victim holds
-	for p, b := range byStore {
-		if b == victim {
-			held = append(held, p)
-		}
-	}
+	c, seeds, cl := delayCluster(t, ctx, topic, partitions)
+	idx, victim, held := storeVictim(t, ctx, c, cl, topic, partitions)
 
 	const n = 3000
 	const spread = 6 * time.Second
 	start := time.Now()
-	want := []expect{{"mid-first", start.Add(-time.Minute)}}
-	var recs []*kgo.Record
-	for i := range n {
-		at := start.Add(3*time.Second + time.Duration(i)*spread/n)
-		v := fmt.Sprintf("mid-%d", i)
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(v),
-			Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: []byte(strconv.FormatInt(at.UnixMilli(), 10))}}})
-		want = append(want, expect{v, time.UnixMilli(at.UnixMilli())})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	want := []expect{{topic + "-first", start.Add(-time.Minute)}}
+	want = produceDue(t, ctx, cl, topic, "mid", partitions, n, want, func(i int) time.Time {
+		return start.Add(3*time.Second + time.Duration(i)*spread/n)
+	})
 	cons := consume(t, seeds[0], topic, kgo.SeedBrokers(seeds...))
 
 	// Kill once some of the victim's records were delivered, well before
@@ -266,22 +278,20 @@ func TestClusterKillMidDelivery(t *testing.T) {
 // store partition's leader as a transactional batch. Committed records are
 // delivered once, no earlier than due; aborted ones never.
 func TestClusterTxnDelayed(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
-	seeds := c.Addrs()
 	const topic, partitions = "cluster-txn-delayed", 6
-	testbroker.CreateTopic(t, seeds[0], topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, seeds, _ := delayCluster(t, ctx, topic, partitions)
 	cl := testbroker.NewClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.TransactionalID("cluster-txn-delayed"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	committed := consume(t, seeds[0], topic, kgo.SeedBrokers(seeds...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	const d = 2 * time.Second
 	start := time.Now()
 	cd, cp := txnRecords(topic, "ctx-c", 24, partitions, d)
 	ad, ap := txnRecords(topic, "ctx-a", 24, partitions, d)
 	runTxn(t, ctx, cl, true, append(cd, cp...)...)
 	runTxn(t, ctx, cl, false, append(ad, ap...)...)
-	var want []expect
+	want := []expect{{topic + "-first", start.Add(-time.Minute)}}
 	for _, r := range cd {
 		want = append(want, expect{string(r.Value), start.Add(d)})
 	}
