@@ -94,6 +94,7 @@ func (r *Remote) lastSeq(ctx context.Context, t Target, pid int64) (int32, bool,
 	req.Topics = append(req.Topics, rt)
 	for _, sh := range r.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
+			r.cl.ForceMetadataRefresh()
 			return 0, false, sh.Err
 		}
 		resp := sh.Resp.(*kmsg.DescribeProducersResponse)
@@ -103,6 +104,9 @@ func (r *Remote) lastSeq(ctx context.Context, t Target, pid int64) (int32, bool,
 					continue
 				}
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					// A broker that no longer (or not yet) leads t does
+					// not know the sequence: asked again after a refresh.
+					r.cl.ForceMetadataRefresh()
 					return 0, false, err
 				}
 				for _, ap := range p.ActiveProducers {
