@@ -25,7 +25,8 @@ func (s *Service) Handler() http.Handler {
 		for i, b := range StatsBuckets {
 			buckets[i] = b.Name
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"topics": st, "buckets": buckets})
+		writeJSON(w, http.StatusOK, map[string]any{"topics": st.Topics, "buckets": buckets,
+			"store_partitions": st.StorePartitions, "partitions": st.Partitions, "loading": st.Loading})
 	})
 	mux.HandleFunc("POST /v1/delay/cancel", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

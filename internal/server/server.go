@@ -394,7 +394,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 				kgo.ClientID(delay.ForwardClientID), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}, interOpts...)...)
 		}
 		if err == nil {
-			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient, glue.leaderOf)
+			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient, glue.leaderOf, txns)
 		}
 		if delays != nil {
 			kcfg.Delays = delays
@@ -768,7 +768,7 @@ func kafkaUnlimited(n int32) string {
 // startDelays starts delayed delivery. On a single node the store is
 // created and every partition of it loads in the background; in a cluster
 // (remote set) each store partition runs where it is led (clusterGlue).
-func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client, leader func(string, int32) (int32, bool)) (*delay.Service, error) {
+func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client, leader func(string, int32) (int32, bool), txns *txn.Coordinator) (*delay.Service, error) {
 	dcfg := delay.DefaultConfig()
 	dcfg.Partitions = cfg.Delay.StorePartitions
 	dcfg.MaxDelay = cfg.Delay.MaxDelay
@@ -779,9 +779,12 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 	if err != nil {
 		return nil, err
 	}
+	jt := delayTxns{c: txns}
 	if remote != nil {
-		d.SetRemote(delay.NewRemote(remote, leader))
+		jt.remote = delay.NewRemote(remote, leader)
+		d.SetRemote(jt.remote)
 	}
+	d.SetTxns(jt)
 	if err := d.Start(ctx, remote != nil); err != nil {
 		d.Close()
 		return nil, err
