@@ -55,6 +55,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/groups/{group}", c.withSession(c.group))
 	mux.HandleFunc("GET /ui/groups/{group}/diagnose", c.withSession(c.diagnose))
 	mux.HandleFunc("GET /ui/lineage", c.withSession(c.lineage))
+	mux.HandleFunc("GET /ui/delays", c.withSession(c.delays))
+	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
 }
 
 func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title string, data any, err error) {

@@ -4,6 +4,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,32 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "lineage")
+
+	// A record held for an hour shows in the delayed records page, and
+	// the page cancels it.
+	held := cl.ProduceSync(rctx, &kgo.Record{Topic: "web-orders", Partition: 1, Value: []byte("remind me"),
+		Headers: []kgo.RecordHeader{{Key: "sluice-delay-ms", Value: []byte("3600000")}}})
+	if err := held.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"delays"), chromedp.WaitVisible(chromedp.CSS("#pending"))); err != nil {
+		t.Fatal(err)
+	}
+	if p := text(t, ctx, "#pending"); !strings.Contains(p, "web-orders\t1") {
+		t.Fatalf("pending delayed records:\n%s", p)
+	}
+	screenshot(t, ctx, "delays")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#cancel-topic"), "web-orders"),
+		chromedp.SetValue(chromedp.CSS("#cancel-partition"), "1"),
+		chromedp.SetValue(chromedp.CSS("#cancel-offset"), fmt.Sprint(held[0].Record.Offset)),
+		submit("#cancel-button", "#cancelled"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if p := text(t, ctx, "#pending"); strings.Contains(p, "web-orders") {
+		t.Fatalf("still pending after cancel:\n%s", p)
+	}
 }
 
 // TestConsoleLogin: with SASL users the console asks for a login; a wrong
