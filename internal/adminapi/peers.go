@@ -93,29 +93,7 @@ func (p *Peers) Get(r *http.Request, addr, path string, q map[string][]string, o
 			u += "&" + url.QueryEscape(k) + "=" + url.QueryEscape(v)
 		}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w %s: %v", ErrPeer, addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return json.Unmarshal(body, out)
-	case http.StatusNotFound:
-		return ErrNotFoundAtPeer
-	}
-	return fmt.Errorf("%w %s: %s: %s", ErrPeer, addr, resp.Status, strings.TrimSpace(string(body)))
+	return p.do(r, http.MethodGet, addr, u, nil, out)
 }
 
 // Post sends body as JSON to the broker at addr's path with local=1 and the
@@ -125,11 +103,22 @@ func (p *Peers) Post(r *http.Request, addr, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+path+"?"+Local+"=1", bytes.NewReader(b))
+	return p.do(r, http.MethodPost, addr, "http://"+addr+path+"?"+Local+"=1", b, out)
+}
+
+// do sends one request to a peer on r's behalf.
+func (p *Peers) do(r *http.Request, method, addr, u string, body []byte, out any) error {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, u, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
 	}
@@ -142,10 +131,13 @@ func (p *Peers) Post(r *http.Request, addr, path string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w %s: %s: %s", ErrPeer, addr, resp.Status, strings.TrimSpace(string(rb)))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return json.Unmarshal(rb, out)
+	case http.StatusNotFound:
+		return ErrNotFoundAtPeer
 	}
-	return json.Unmarshal(rb, out)
+	return fmt.Errorf("%w %s: %s: %s", ErrPeer, addr, resp.Status, strings.TrimSpace(string(rb)))
 }
 
 // ErrNotFoundAtPeer is a peer's 404.

@@ -98,7 +98,7 @@ func (t *Tracer) outcome(ctx context.Context, r *Record) string {
 			if err != nil || len(x.Records) == 0 {
 				return "unknown"
 			}
-			commit, ok := controlType(x.Records[0].Key)
+			commit, ok := batch.ControlType(x.Records[0].Key)
 			x.Release()
 			switch {
 			case !ok:

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -411,19 +410,4 @@ func preview(b []byte) string {
 		s += "..."
 	}
 	return s
-}
-
-// controlType reads a control record key: int16 version, int16 type (0
-// abort, 1 commit).
-func controlType(key []byte) (commit, ok bool) {
-	if len(key) < 4 {
-		return false, false
-	}
-	switch binary.BigEndian.Uint16(key[2:]) {
-	case 0:
-		return false, true
-	case 1:
-		return true, true
-	}
-	return false, false
 }
