@@ -56,6 +56,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/groups/{group}/diagnose", c.withSession(c.diagnose))
 	mux.HandleFunc("GET /ui/lineage", c.withSession(c.lineage))
 	mux.HandleFunc("GET /ui/delays", c.withSession(c.delays))
+	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
+	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
 	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
 }
 

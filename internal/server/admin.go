@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/console"
+	"github.com/sluice-mq/sluice/internal/deadletter"
 	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/lag"
@@ -95,7 +96,11 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("/v1/topics/", cat)
 	mux.Handle("/v1/groups", cat)
 	mux.Handle("/v1/groups/", cat)
-	mux.Handle("GET /v1/trace", topic(trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler()))
+	tracer := trace.New(lagLog{r.engine}, r.lineage, r.groups)
+	mux.Handle("GET /v1/trace", topic(tracer.Handler()))
+	dl := deadletter.New(lagLog{r.engine}, tracer, g).Handler()
+	mux.Handle("GET /v1/dlq", dl)
+	mux.Handle("GET /v1/dlq/", dl)
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))

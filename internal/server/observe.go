@@ -363,3 +363,13 @@ func (l *lagGroups) Coordinates(g string) bool {
 	_, err := l.c.FetchOffsets(g, nil)
 	return !errors.Is(err, group.ErrNotCoordinator)
 }
+
+// TopicNames lists the topics (deadletter.Topics).
+func (l lagLog) TopicNames() []string {
+	ts := l.e.Topics()
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
+}

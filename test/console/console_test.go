@@ -195,6 +195,29 @@ func TestConsole(t *testing.T) {
 	if p := text(t, ctx, "#pending"); strings.Contains(p, "web-orders") {
 		t.Fatalf("still pending after cancel:\n%s", p)
 	}
+
+	// A dead letter, as the retry library writes them.
+	testbroker.CreateTopic(t, b.Addr(), "web-orders.dlq", 1, nil)
+	dead := &kgo.Record{Topic: "web-orders.dlq", Partition: 0, Key: []byte("k"), Value: []byte("order a"), Headers: []kgo.RecordHeader{
+		{Key: "sluice-original-topic", Value: []byte("web-orders")}, {Key: "sluice-original-partition", Value: []byte("0")},
+		{Key: "sluice-original-offset", Value: []byte("0")}, {Key: "sluice-retry-attempts", Value: []byte("5")},
+		{Key: "sluice-error", Value: []byte("card declined")}, {Key: "sluice-group", Value: []byte("payments")}}}
+	if err := cl.ProduceSync(rctx, dead).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"deadletters"), chromedp.WaitVisible(chromedp.CSS("#dlqs"))); err != nil {
+		t.Fatal(err)
+	}
+	if d := text(t, ctx, "#dlqs"); !strings.Contains(d, "web-orders.dlq") || !strings.Contains(d, "1× card declined") {
+		t.Fatalf("dead-letter topics:\n%s", d)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"deadletters/web-orders.dlq"), chromedp.WaitVisible(chromedp.CSS("#deadletters"))); err != nil {
+		t.Fatal(err)
+	}
+	if d := text(t, ctx, "#deadletters"); !strings.Contains(d, "web-orders-0@0") || !strings.Contains(d, "card declined") || !strings.Contains(d, "payments") {
+		t.Fatalf("dead letters:\n%s", d)
+	}
+	screenshot(t, ctx, "deadletters")
 }
 
 // TestConsoleLogin: with SASL users the console asks for a login; a wrong
