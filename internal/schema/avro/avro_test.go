@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -60,7 +62,7 @@ func TestReferences(t *testing.T) {
 
 	// A change inside a referenced type is seen by the compatibility check.
 	got := Incompatibilities(s2, s)
-	if !containsMsg(got, "/home/country") {
+	if !compattest.Contains(got, "/home/country") {
 		t.Errorf("Incompatibilities(with country, without) = %q, want a message about /home/country", got)
 	}
 	if got := Incompatibilities(s, s2); len(got) != 0 {

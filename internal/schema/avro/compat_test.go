@@ -3,21 +3,18 @@ package avro
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
 func rec(fields string) string {
 	return `{"type":"record","name":"User","namespace":"com.acme","fields":[` + fields + `]}`
 }
 
-// Each case evolves old into new. backward: new (reader) reads data written with old;
-// forward: old (reader) reads data written with new. want, when set, must appear in one of the
-// messages of the failing direction(s).
-var compatCases = []struct {
-	name              string
-	old, new          string
-	backward, forward bool
-	want              string
-}{
+// evolution is a compattest.Case declared here so the table can use unkeyed literals.
+type evolution compattest.Case
+
+var compatCases = []evolution{
 	{"identical", rec(`{"name":"id","type":"int"}`), rec(`{"name":"id","type":"int"}`), true, true, ""},
 	{"add field with default", rec(`{"name":"id","type":"int"}`),
 		rec(`{"name":"id","type":"int"},{"name":"email","type":"string","default":""}`), true, true, ""},
@@ -88,29 +85,8 @@ var compatCases = []struct {
 }
 
 func TestIncompatibilities(t *testing.T) {
-	for _, tc := range compatCases {
-		t.Run(tc.name, func(t *testing.T) {
-			old, err := Parse(tc.old, nil)
-			if err != nil {
-				t.Fatalf("parse old: %v", err)
-			}
-			nw, err := Parse(tc.new, nil)
-			if err != nil {
-				t.Fatalf("parse new: %v", err)
-			}
-			backward := Incompatibilities(nw, old)
-			forward := Incompatibilities(old, nw)
-			if (len(backward) == 0) != tc.backward {
-				t.Errorf("backward (new reads old): got %q, want compatible=%v", backward, tc.backward)
-			}
-			if (len(forward) == 0) != tc.forward {
-				t.Errorf("forward (old reads new): got %q, want compatible=%v", forward, tc.forward)
-			}
-			if tc.want != "" && !containsMsg(append(backward, forward...), tc.want) {
-				t.Errorf("no message contains %q: backward %q, forward %q", tc.want, backward, forward)
-			}
-		})
-	}
+	parse := func(text string) (*Schema, error) { return Parse(text, nil) }
+	compattest.Run(t, cases(), parse, Incompatibilities)
 }
 
 func TestTwoProblemsAreTwoMessages(t *testing.T) {
@@ -127,11 +103,10 @@ func TestTwoProblemsAreTwoMessages(t *testing.T) {
 	}
 }
 
-func containsMsg(msgs []string, want string) bool {
-	for _, m := range msgs {
-		if strings.Contains(m, want) {
-			return true
-		}
+func cases() []compattest.Case {
+	out := make([]compattest.Case, len(compatCases))
+	for i, c := range compatCases {
+		out[i] = compattest.Case(c)
 	}
-	return false
+	return out
 }

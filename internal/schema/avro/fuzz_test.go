@@ -1,28 +1,15 @@
 package avro
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
 // FuzzParse checks that Parse never panics or hangs, and that whatever it accepts has a canonical
 // form that parses again to the same form and is compatible with itself.
 func FuzzParse(f *testing.F) {
-	files, err := filepath.Glob("testdata/*.avsc")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(b))
-	}
-	for _, tc := range compatCases {
-		f.Add(tc.old)
-	}
+	compattest.Seed(f, "testdata/*.avsc", cases())
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := Parse(text, map[string]string{"com.acme.Address": addressSchema})
 		if err != nil {
