@@ -12,8 +12,12 @@ import (
 // Avro schema resolution: one message per problem, each starting with the path of the field or
 // type concerned. An empty result means compatible.
 func Incompatibilities(reader, writer *Schema) []string {
-	c := &checker{memo: map[pair][]issue{}}
+	c := &checker{memo: map[pair][]issue{}, budget: maxComparisons}
 	issues := c.check(reader.root, writer.root)
+	if c.budget < 0 {
+		// Some comparisons were cut short and counted as failures: say so first.
+		issues = append([]issue{{msg: fmt.Sprintf("schemas too complex to compare (more than %d comparisons); treated as incompatible", maxComparisons)}}, issues...)
+	}
 	out := make([]string, 0, len(issues))
 	for _, is := range issues {
 		out = append(out, is.String())
@@ -48,8 +52,12 @@ type pair struct{ reader, writer hamba.Schema }
 // compatible when met again, which ends recursion through recursive named types (the result is
 // then decided by the outer check of the same pair).
 type checker struct {
-	memo map[pair][]issue
+	memo   map[pair][]issue
+	budget int
 }
+
+// maxComparisons bounds the work of one check: union branches are tried against each other.
+const maxComparisons = 100000
 
 func deref(s hamba.Schema) hamba.Schema {
 	if r, ok := s.(*hamba.RefSchema); ok {
@@ -63,6 +71,10 @@ func (c *checker) check(reader, writer hamba.Schema) []issue {
 	key := pair{reader, writer}
 	if issues, ok := c.memo[key]; ok {
 		return issues
+	}
+	c.budget--
+	if c.budget < 0 {
+		return []issue{{msg: "schemas too complex to compare"}}
 	}
 	c.memo[key] = nil
 	issues := c.match(reader, writer)

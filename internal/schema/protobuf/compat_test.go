@@ -68,14 +68,10 @@ var compatCases = []evolution{
 }
 
 func TestIncompatibilities(t *testing.T) {
-	parse := func(text string) (*Schema, error) { return Parse(text, nil) }
-	compattest.Run(t, cases(), parse, Incompatibilities)
+	format(nil).Run(t, compattest.Table(compatCases))
 }
 
-func cases() []compattest.Case {
-	out := make([]compattest.Case, len(compatCases))
-	for i, c := range compatCases {
-		out[i] = compattest.Case(c)
-	}
-	return out
+// format gives the shared test helpers this package's functions, parsing with refs.
+func format(refs map[string]string) compattest.Format[*Schema] {
+	return compattest.New(Parse, refs, (*Schema).Canonical, Incompatibilities)
 }

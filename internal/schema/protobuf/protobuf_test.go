@@ -2,8 +2,6 @@ package protobuf
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -126,33 +124,5 @@ message User {
 	}
 	if c.Canonical() == want {
 		t.Error("a type change kept the canonical form")
-	}
-}
-
-// TestTestdataRoundTrips parses every file in testdata (the fuzz seeds) and checks that its
-// canonical form parses back to itself.
-func TestTestdataRoundTrips(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.proto")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata: %v", err)
-	}
-	for _, name := range files {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			b, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := Parse(string(b), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := Parse(s.Canonical(), nil)
-			if err != nil {
-				t.Fatalf("canonical form does not parse: %v\n%s", err, s.Canonical())
-			}
-			if again.Canonical() != s.Canonical() {
-				t.Fatalf("canonical form not stable:\n%s\n%s", s.Canonical(), again.Canonical())
-			}
-		})
 	}
 }
