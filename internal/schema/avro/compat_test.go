@@ -16,6 +16,12 @@ func rec(fields string) string {
 type evolution compattest.Case
 
 var compatCases = []evolution{
+	{"union branches reordered", rec(`{"name":"n","type":["null","string","int"]}`),
+		rec(`{"name":"n","type":["int","null","string"]}`), true, true, ""},
+	{"reference to a record promoted inside a map of unions",
+		rec(`{"name":"m","type":{"type":"map","values":["null",{"type":"record","name":"V","fields":[{"name":"x","type":"int"}]}]}}`),
+		rec(`{"name":"m","type":{"type":"map","values":["null",{"type":"record","name":"V","fields":[{"name":"x","type":"double"}]}]}}`),
+		true, false, "/m/values/union[1]"},
 	{"identical", rec(`{"name":"id","type":"int"}`), rec(`{"name":"id","type":"int"}`), true, true, ""},
 	{"add field with default", rec(`{"name":"id","type":"int"}`),
 		rec(`{"name":"id","type":"int"},{"name":"email","type":"string","default":""}`), true, true, ""},

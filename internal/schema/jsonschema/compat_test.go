@@ -18,6 +18,10 @@ const closed = `,"additionalProperties":false`
 type evolution compattest.Case
 
 var compatCases = []evolution{
+	{"patternProperties cover an added property", obj(`"a":{"type":"string"}`, `,"patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false`),
+		obj(`"a":{"type":"string"},"x_n":{"type":"integer"}`, `,"patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false`), true, true, ""},
+	{"patternProperties do not cover an added property", obj(`"a":{"type":"string"}`, `,"patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false`),
+		obj(`"a":{"type":"string"},"x_n":{"type":"string"}`, `,"patternProperties":{"^x_":{"type":"integer"}},"additionalProperties":false`), false, false, "x_n"},
 	{"identical", obj(`"a":{"type":"string"}`, ""), obj(`"a":{"type":"string"}`, ""), true, true, ""},
 	{"key order and spacing only", `{"type":"object","properties":{"a":{"type":"string"}}}`, `{ "properties" : {"a":{"type":"string"}}, "type":"object" }`, true, true, ""},
 	{"closed: add optional property", obj(`"a":{"type":"string"}`, closed), obj(`"a":{"type":"string"},"b":{"type":"integer"}`, closed), true, false,

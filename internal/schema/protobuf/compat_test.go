@@ -13,6 +13,10 @@ func p2(body string) string { return "syntax = \"proto2\";\npackage acme;\n" + b
 type evolution compattest.Case
 
 var compatCases = []evolution{
+	{"map key type changed", p3(`message U { map<int32, string> m = 1; }`), p3(`message U { map<string, string> m = 1; }`), false, false, "#/U/1/key"},
+	{"proto3 optional added to a field", p3(`message U { int32 n = 1; }`), p3(`message U { optional int32 n = 1; }`), true, true, ""},
+	{"field moved out of a oneof", p3(`message U { oneof o { int32 a = 1; string b = 2; } }`), p3(`message U { int32 a = 1; oneof o { string b = 2; } }`), false, false,
+		"field a removed from oneof o"},
 	{"identical", p3(`message U { int32 id = 1; }`), p3(`message U { int32 id = 1; }`), true, true, ""},
 	{"comments and layout only", p3(`message U { int32 id = 1; }`), p3("// c\nmessage   U {\n  int32 id = 1; // id\n}\n"), true, true, ""},
 	{"add field", p3(`message U { int32 id = 1; }`), p3(`message U { int32 id = 1; string name = 2; }`), true, true, ""},
