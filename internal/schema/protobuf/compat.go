@@ -18,8 +18,8 @@ func Incompatibilities(reader, writer *Schema) []string {
 
 type checker struct {
 	out []string
-	// done holds the (reader, writer) message pairs already compared, so a message reached
-	// both by name and through a field type, or recursively, is compared once.
+	// done holds the (reader, writer) message and enum pairs already compared, so a type
+	// reached both by name and through a field type, or recursively, is compared once.
 	done map[[2]protoreflect.FullName]bool
 }
 
@@ -121,9 +121,11 @@ func enumsByName(f protoreflect.FileDescriptor) named[protoreflect.EnumDescripto
 // that the reader lacks is not read as that value but moved to unknown fields. Open enums keep
 // unknown numbers, so removing their values is compatible, as in Confluent.
 func (c *checker) enum(r, w protoreflect.EnumDescriptor) {
-	if !r.IsClosed() {
+	key := [2]protoreflect.FullName{r.FullName(), w.FullName()}
+	if !r.IsClosed() || c.done[key] {
 		return
 	}
+	c.done[key] = true
 	path := "#/" + relName(w)
 	for i := 0; i < w.Values().Len(); i++ {
 		v := w.Values().Get(i)
@@ -261,6 +263,9 @@ func (c *checker) types(path string, r, w protoreflect.FieldDescriptor, checkLab
 		}
 		if checkLabel && r.IsList() != w.IsList() && wg != stringOrBytes {
 			c.add(path, "numeric field %s changed between repeated and singular", w.Name())
+		}
+		if r.Enum() != nil && w.Enum() != nil && relName(r.Enum()) == relName(w.Enum()) {
+			c.enum(r.Enum(), w.Enum()) // reaches enums of imported files too
 		}
 	case messageKind:
 		if relName(r.Message()) != relName(w.Message()) {

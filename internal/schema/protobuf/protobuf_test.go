@@ -126,3 +126,24 @@ message User {
 		t.Error("a type change kept the canonical form")
 	}
 }
+
+func TestImportedClosedEnum(t *testing.T) {
+	const user = `syntax = "proto2";
+package acme;
+import "acme/color.proto";
+message U { optional acme.common.Color c = 1; }`
+	v1, err := Parse(user, map[string]string{"acme/color.proto": `syntax = "proto2"; package acme.common; enum Color { RED = 0; BLUE = 1; }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := Parse(user, map[string]string{"acme/color.proto": `syntax = "proto2"; package acme.common; enum Color { RED = 0; }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Incompatibilities(v2, v1); !compattest.Contains(got, "#/Color: closed enum value BLUE = 1 removed") {
+		t.Errorf("Incompatibilities(v2, v1) = %q, want the removed value of the imported enum", got)
+	}
+	if got := Incompatibilities(v1, v2); len(got) != 0 {
+		t.Errorf("Incompatibilities(v1, v2) = %q, want compatible", got)
+	}
+}
