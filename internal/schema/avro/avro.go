@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	hamba "github.com/hamba/avro/v2"
@@ -17,6 +18,7 @@ const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 128
 	maxRefs        = 256
+	maxRefBytes    = 4 << 20
 )
 
 // ErrInvalid is wrapped by every error Parse returns.
@@ -31,8 +33,8 @@ type Schema struct {
 // Parse parses and validates schema text. refs maps each referenced named type's full name to the
 // text of the schema that defines it; referenced schemas may use each other's types.
 func Parse(schema string, refs map[string]string) (*Schema, error) {
-	if len(refs) > maxRefs {
-		return nil, fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
+	if err := checkRefs(refs); err != nil {
+		return nil, err
 	}
 	cache := &hamba.SchemaCache{}
 	if err := parseRefs(refs, cache); err != nil {
@@ -52,6 +54,22 @@ func Parse(schema string, refs map[string]string) (*Schema, error) {
 	return &Schema{root: root, canonical: canonical}, nil
 }
 
+// checkRefs bounds the number and total size of references: parseRefs may parse each of them
+// once per round.
+func checkRefs(refs map[string]string) error {
+	if len(refs) > maxRefs {
+		return fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
+	}
+	total := 0
+	for _, text := range refs {
+		total += len(text)
+	}
+	if total > maxRefBytes {
+		return fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
+	}
+	return nil
+}
+
 // parseRefs parses references in dependency order: a reference that names a type not yet known is
 // retried after the others, and fails only when a whole round makes no progress.
 func parseRefs(refs map[string]string, cache *hamba.SchemaCache) error {
@@ -65,8 +83,11 @@ func parseRefs(refs map[string]string, cache *hamba.SchemaCache) error {
 		var lastErr error
 		for _, name := range pending {
 			if _, err := parseText(refs[name], cache); err != nil {
-				retry = append(retry, name)
 				lastErr = fmt.Errorf("reference %q: %w", name, err)
+				if !strings.Contains(err.Error(), "unknown type") {
+					return lastErr // not waiting for another reference
+				}
+				retry = append(retry, name)
 			}
 		}
 		if len(retry) == len(pending) {

@@ -2,6 +2,7 @@ package avro
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -109,5 +110,18 @@ func TestCanonical(t *testing.T) {
 	again, err := Parse(a.Canonical(), nil)
 	if err != nil || again.Canonical() != a.Canonical() {
 		t.Errorf("canonical form does not round-trip: %v %v", err, again)
+	}
+}
+
+func TestReferenceLimits(t *testing.T) {
+	many := map[string]string{}
+	for i := 0; i <= maxRefs; i++ {
+		many[fmt.Sprintf("r%d", i)] = "{}"
+	}
+	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
+	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
+		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
+			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
+		}
 	}
 }

@@ -20,6 +20,7 @@ const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 128
 	maxRefs        = 256
+	maxRefBytes    = 4 << 20
 	// baseURL locates the schema and its relative references; it is never fetched.
 	baseURL = "sluice:///schemas/"
 	mainLoc = baseURL + "schema.json"
@@ -40,6 +41,13 @@ type Schema struct {
 func Parse(schema string, refs map[string]string) (*Schema, error) {
 	if len(refs) > maxRefs {
 		return nil, fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
+	}
+	total := 0
+	for _, text := range refs {
+		total += len(text)
+	}
+	if total > maxRefBytes {
+		return nil, fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
 	}
 	doc, err := decode(schema)
 	if err != nil {

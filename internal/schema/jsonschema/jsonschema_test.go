@@ -2,6 +2,7 @@ package jsonschema
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -113,5 +114,18 @@ func TestCanonical(t *testing.T) {
 	}
 	if c.Canonical() == want {
 		t.Error("reordered required array gave the same canonical form")
+	}
+}
+
+func TestReferenceLimits(t *testing.T) {
+	many := map[string]string{}
+	for i := 0; i <= maxRefs; i++ {
+		many[fmt.Sprintf("r%d", i)] = "{}"
+	}
+	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
+	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
+		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
+			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
+		}
 	}
 }

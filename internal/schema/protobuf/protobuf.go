@@ -16,6 +16,7 @@ const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 64
 	maxRefs        = 256
+	maxRefBytes    = 4 << 20
 	// mainFile names the schema being parsed; it appears in error positions.
 	mainFile = "schema.proto"
 )
@@ -34,6 +35,13 @@ type Schema struct {
 func Parse(schema string, refs map[string]string) (*Schema, error) {
 	if len(refs) > maxRefs {
 		return nil, fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
+	}
+	total := 0
+	for _, text := range refs {
+		total += len(text)
+	}
+	if total > maxRefBytes {
+		return nil, fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
 	}
 	if _, ok := refs[mainFile]; ok {
 		return nil, fmt.Errorf("%w: reference name %q is reserved", ErrInvalid, mainFile)

@@ -2,6 +2,7 @@ package protobuf
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -145,5 +146,18 @@ message U { optional acme.common.Color c = 1; }`
 	}
 	if got := Incompatibilities(v1, v2); len(got) != 0 {
 		t.Errorf("Incompatibilities(v1, v2) = %q, want compatible", got)
+	}
+}
+
+func TestReferenceLimits(t *testing.T) {
+	many := map[string]string{}
+	for i := 0; i <= maxRefs; i++ {
+		many[fmt.Sprintf("r%d", i)] = "{}"
+	}
+	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
+	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
+		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
+			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
+		}
 	}
 }
