@@ -196,7 +196,11 @@ func (c *checker) merged(parent, branch *js.Schema) *js.Schema {
 		cp := *branch
 		dst, src := reflect.ValueOf(&cp).Elem(), reflect.ValueOf(own).Elem()
 		for i := 0; i < dst.NumField(); i++ {
-			if dst.Type().Field(i).IsExported() && dst.Field(i).IsZero() {
+			field := dst.Type().Field(i)
+			if field.Name == "Ref" || field.Name == "RecursiveRef" || field.Name == "DynamicRef" {
+				continue // a parent's $ref would replace the branch when followed
+			}
+			if field.IsExported() && dst.Field(i).IsZero() {
 				dst.Field(i).Set(src.Field(i))
 			}
 		}
