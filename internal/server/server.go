@@ -116,8 +116,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		md = emb
 		if cfg.S3.Endpoint != "" {
 			objs, err = openS3(ctx, cfg, reg)
-		} else {
-			objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects"))
+		} else if objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects")); err == nil {
+			objs = objstore.Metered(objs, reg)
 		}
 		if err != nil {
 			md.Close()
@@ -280,6 +280,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	lags, lagGroups := newLag(cfg.Lag, engine)
 	gcfg.Observer = lags
+	traffic := newObserve(cfg, engine, lagGroups)
+	gcfg.OnRebalance = traffic.Rebalanced
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		closeLns()
@@ -288,7 +290,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	lagGroups.c = groups
-	reg.MustRegister(lags.Collector())
+	reg.MustRegister(lags.Collector(cfg.Metrics.TopPartitions))
+	traffic.Register(reg)
 	// Groups load in the background; until then they answer
 	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 	groups.Start()
@@ -360,6 +363,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
+	kcfg.Traffic = traffic
 	var (
 		delays      *delay.Service
 		delayClient *kgo.Client
