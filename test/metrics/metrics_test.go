@@ -31,6 +31,24 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
 	}
 }
 
+// produceRefused sends a Produce (acks=1) to a topic that does not exist
+// and returns the partition's error code.
+func produceRefused(ctx context.Context, cl *kgo.Client) (int16, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "no-such-topic"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = make([]byte, 70)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode, nil
+}
+
 // consumeN polls cl until it has n records.
 func consumeN(t *testing.T, cl *kgo.Client, n int) {
 	t.Helper()
@@ -71,21 +89,13 @@ func TestMetricsGroupsAfterTraffic(t *testing.T) {
 	produceN(t, one, "payments", 50)
 	zero := b.Client(t, kgo.ClientID("events-producer"), kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
 	produceN(t, zero, "events", 20)
-	refused := kmsg.NewPtrProduceRequest()
-	refused.Acks, refused.TimeoutMillis = 1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "no-such-topic"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = make([]byte, 70)
-	rt.Partitions = append(rt.Partitions, rp)
-	refused.Topics = append(refused.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	presp, err := refused.RequestWith(ctx, all)
+	code, err := produceRefused(ctx, all)
 	if err != nil {
 		t.Fatalf("raw produce: %v", err)
 	}
-	if code := presp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+	if code != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("produce to a missing topic answered %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
 	}
 
