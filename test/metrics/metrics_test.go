@@ -242,3 +242,50 @@ func TestMetricsPerTopicOff(t *testing.T) {
 		t.Errorf("sluice_storage_disk_free_bytes missing")
 	}
 }
+
+// TestTopPartitionsFollowTraffic: with metrics.top_partitions 1 the one
+// partition with series is the one with the most bytes since the previous
+// scrape, not since start.
+func TestTopPartitionsFollowTraffic(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) { c.Metrics.TopPartitions = 1 }))
+	testbroker.CreateTopic(t, b.Addr(), "hot", 2, nil)
+	cl := b.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceTo := func(partition int32, n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rs := make([]*kgo.Record, n)
+		for i := range rs {
+			rs[i] = &kgo.Record{Topic: "hot", Partition: partition, Value: []byte("0123456789")}
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("produce to partition %d: %v", partition, err)
+		}
+	}
+	top := func() string {
+		t.Helper()
+		fs := mustScrape(t, b.AdminAddr())
+		f := fs["sluice_partition_produced_records_total"]
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("want exactly one partition with series, got %v", f)
+		}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			if l.GetName() == "partition" {
+				return l.GetValue()
+			}
+		}
+		t.Fatal("no partition label")
+		return ""
+	}
+	produceTo(0, 100)
+	if p := top(); p != "0" {
+		t.Fatalf("after 100 records to partition 0, the top partition is %s", p)
+	}
+	produceTo(1, 10)
+	if p := top(); p != "1" {
+		t.Fatalf("after 10 records to partition 1 since the last scrape, the top partition is %s, want 1", p)
+	}
+	if p := top(); p != "0" {
+		t.Fatalf("with no traffic since the last scrape, the top partition is %s, want 0 (most since start)", p)
+	}
+}
