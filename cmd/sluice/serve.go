@@ -79,6 +79,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"lag-stopped-after", "lag.stopped_after", "least time without commits, with lag, before a partition is STOPPED"},
 	{"metrics-per-topic", "metrics.per_topic", "count produce and fetch traffic per partition and export per-topic, per-partition and per-group series on /metrics (true/false)"},
 	{"metrics-top-partitions", "metrics.top_partitions", "partitions with series of their own on /metrics: the busiest, and per group the most lagging (0: none)"},
+	{"lineage-enabled", "lineage.enabled", "record who produces to and consumes which topics (true/false)"},
+	{"lineage-flush-interval", "lineage.flush_interval", "how often observed producer/consumer relations are written to the metadata store"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},

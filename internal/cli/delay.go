@@ -31,7 +31,7 @@ func delayCommand() *cobra.Command {
 		Use:   "delay",
 		Short: "Show and cancel pending delayed records (needs the broker's --admin-listen)",
 	}
-	cmd.PersistentFlags().String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
+	addAdminFlags(cmd.PersistentFlags())
 	cmd.AddCommand(delayStatsCommand(), delayCancelCommand())
 	return cmd
 }
@@ -67,6 +67,7 @@ func adminCall(cmd *cobra.Command, method, path string, q url.Values, out any) e
 	if err != nil {
 		return err
 	}
+	adminAuth(cmd, req)
 	cl := &http.Client{Timeout: 60 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {

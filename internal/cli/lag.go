@@ -67,7 +67,7 @@ func lagCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().String(adminFlag, DefaultAdmin, "the broker's admin HTTP address (env "+AdminEnv+" when the flag is not set)")
+	addAdminFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the broker's JSON answer")
 	cmd.Flags().StringVar(&minStatus, "status", "", "only groups at least this bad: warning, rewind, stalled, stopped or error")
 	return cmd

@@ -63,4 +63,30 @@ func TestLagCommand(t *testing.T) {
 	if r := run(t, "", "", "lag", "--admin", admin, "--status", "sleepy"); r.err == nil {
 		t.Fatalf("bad --status accepted: %s", r.stdout)
 	}
+
+	// Nobody is in either group: diagnose says so, with the partition and
+	// a partition count it cannot suggest without a consumption rate.
+	out = mustRun(t, "", "", "diagnose", "group", "stuck", "--admin", admin, "--sample", "0s")
+	if !strings.Contains(out, "group stuck: SICK-CONSUMER") || !strings.Contains(out, "no members") ||
+		!strings.Contains(out, "partitions for "+topic+": no suggestion (now 1)") {
+		t.Fatalf("sluice diagnose group stuck:\n%s", out)
+	}
+	if r := run(t, "", "", "diagnose", "group", "stuck", "--admin", admin, "--sample", "2h"); r.err == nil {
+		t.Fatalf("a 2h sample was accepted: %s", r.stdout)
+	}
+
+	// The same traffic in the lineage: the producer, and both groups.
+	out = mustRun(t, "", "", "lineage", "--admin", admin)
+	for _, want := range []string{"sluice-test -> " + topic, topic + " -> group stuck", topic + " -> group fine"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("sluice lineage lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustRun(t, "", "", "lineage", "--admin", admin, "--format", "dot")
+	if !strings.HasPrefix(out, "digraph lineage {") || !strings.Contains(out, `"group:stuck"`) {
+		t.Fatalf("sluice lineage --format dot:\n%s", out)
+	}
+	if r := run(t, "", "", "lineage", "--admin", admin, "--format", "svg"); r.err == nil {
+		t.Fatalf("--format svg accepted: %s", r.stdout)
+	}
 }

@@ -119,6 +119,18 @@ type Metrics struct {
 	TopPartitions int `yaml:"top_partitions"`
 }
 
+// Lineage configures the lineage recorder (internal/lineage, docs/lineage.md).
+type Lineage struct {
+	// Enabled records relations; off, the recorder is never called and
+	// `sluice lineage` shows what was recorded before.
+	Enabled bool `yaml:"enabled"`
+	// FlushInterval is how often new relations are written to the
+	// metadata store (where other brokers and restarts see them).
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxEdges bounds the relations kept.
+	MaxEdges int `yaml:"max_edges"`
+}
+
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
 // of internal/objstore/s3.Config, which checks them fully when the store
@@ -316,6 +328,9 @@ type Config struct {
 	// Metrics configures the per-topic and per-partition metrics.
 	Metrics Metrics `yaml:"metrics"`
 
+	// Lineage configures who-produces-and-consumes-what recording.
+	Lineage Lineage `yaml:"lineage"`
+
 	S3 S3 `yaml:"s3"`
 
 	Etcd    Etcd    `yaml:"etcd"`
@@ -387,6 +402,7 @@ func Default() Config {
 			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
 		Metrics:          Metrics{PerTopic: true, TopPartitions: 20},
+		Lineage:          Lineage{Enabled: true, FlushInterval: 30 * time.Second, MaxEdges: 100_000},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -508,6 +524,12 @@ func (c *Config) Validate() error {
 		return bad("transactions.max_timeout", "must be >= 1ms")
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
+	}
+	switch l := c.Lineage; {
+	case l.FlushInterval < 100*time.Millisecond:
+		return bad("lineage.flush_interval", "must be >= 100ms, got %s", l.FlushInterval)
+	case l.MaxEdges < 1:
+		return bad("lineage.max_edges", "must be >= 1")
 	}
 	switch l := c.Lag; {
 	case l.Window < 2 || l.Window > 1000:

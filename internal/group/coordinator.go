@@ -704,7 +704,9 @@ type Description struct {
 	State        string
 	ProtocolType string
 	Protocol     string
-	Members      []DescribedMember
+	// Generation counts the group's rebalances.
+	Generation int32
+	Members    []DescribedMember
 	// Absent is set for a group that does not exist, NotClassic for one
 	// run by the consumer protocol (KIP-848). Both are reported Dead;
 	// DescribeGroups v6+ turns them into GROUP_ID_NOT_FOUND.
@@ -747,6 +749,7 @@ func (c *Coordinator) Describe(ids []string) []Description {
 		}
 		d.State = g.state.String()
 		d.ProtocolType = g.protocolType
+		d.Generation = g.generation
 		stable := g.state == Stable
 		if stable {
 			d.Protocol = g.protocol

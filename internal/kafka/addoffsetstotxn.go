@@ -22,6 +22,9 @@ func handleAddOffsetsToTxn(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return done(resp)
 	}
+	if lin := rc.lineage(); lin != nil {
+		lin.TxnReads(req.TransactionalID, req.Group)
+	}
 	return func() kmsg.Response {
 		err := rc.txns().AddOffsets(rc.ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 		resp.ErrorCode = fencedCode(err, rc.version() >= 2)

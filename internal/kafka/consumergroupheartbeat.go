@@ -22,6 +22,9 @@ func handleConsumerGroupHeartbeat(rc *reqCtx, kreq kmsg.Request) func() kmsg.Res
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return done(resp)
 	}
+	if lin := rc.lineage(); lin != nil && req.MemberEpoch >= 0 {
+		lin.Joined(req.Group, rc.clientID())
+	}
 	r := group.ConsumerHeartbeat{
 		Version:            rc.version(),
 		Group:              req.Group,

@@ -59,6 +59,9 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				return resp
 			}
 			resp.ProducerID, resp.ProducerEpoch = r.PID, r.Epoch
+			if lin := rc.lineage(); lin != nil {
+				lin.ProducerID(r.PID, r.Epoch, rc.clientID(), rc.conn.principal(), id)
+			}
 			return resp
 		}
 	}
@@ -69,5 +72,8 @@ func handleInitProducerID(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 	resp.ProducerID = id
 	resp.ProducerEpoch = 0
+	if lin := rc.lineage(); lin != nil {
+		lin.ProducerID(id, 0, rc.clientID(), rc.conn.principal(), "")
+	}
 	return done(resp)
 }

@@ -29,6 +29,9 @@ func handleJoinGroup(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		resp.ErrorCode, resp.Generation, resp.MemberID = kerr.GroupAuthorizationFailed.Code, -1, req.MemberID
 		return done(resp)
 	}
+	if lin := rc.lineage(); lin != nil {
+		lin.Joined(req.Group, rc.clientID())
+	}
 	r := group.JoinRequest{
 		Group:                req.Group,
 		MemberID:             req.MemberID,

@@ -98,8 +98,12 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	works := make([]produceWork, 0, n)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	txnDenied := req.TransactionID != nil && !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
+	lin := rc.lineage()
 	for ti, rt := range req.Topics {
 		topicDenied := !rc.authorized(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic, rt.Topic)
+		if lin != nil && !topicDenied && !txnDenied {
+			lin.Produced(rc.clientID(), rc.conn.principal(), rt.Topic)
+		}
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID

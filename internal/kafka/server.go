@@ -30,6 +30,10 @@ type Config struct {
 	// Delays holds back produced records with a delayed-delivery header
 	// (nil: the log never reports them, see log.Config.DetectDelay).
 	Delays Delayer
+	// Lineage hears who produces to which topics, which clients are in
+	// which groups, which transactional ids commit offsets for which groups
+	// and who was given which producer id (internal/lineage); nil: nobody.
+	Lineage Lineage
 	// MaxRequestBytes bounds one request frame; larger frames close the
 	// connection (Kafka's socket.request.max.bytes). A frame's buffer
 	// grows as its bytes arrive, never to the announced size up front.
@@ -116,6 +120,18 @@ func (rc *reqCtx) chargeQuota(key string, n int) {
 		rc.throttle = max(rc.throttle, q.Throttle(key, rc.conn.principal(), rc.clientID(), n))
 	}
 }
+
+// Lineage is what the front-end tells internal/lineage. Calls come once
+// per request and topic, never per record, and must be quick.
+type Lineage interface {
+	Produced(clientID, principal, topic string)
+	Joined(group, clientID string)
+	TxnReads(txnID, group string)
+	ProducerID(pid int64, epoch int16, clientID, principal, txnID string)
+}
+
+// lineage is the configured Lineage, or nil.
+func (rc *reqCtx) lineage() Lineage { return rc.conn.srv.cfg.Lineage }
 
 func (rc *reqCtx) broker() *broker.Broker     { return rc.conn.srv.broker }
 func (rc *reqCtx) groups() *group.Coordinator { return rc.conn.srv.groups }

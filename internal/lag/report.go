@@ -36,6 +36,7 @@ type GroupLag struct {
 	Group         string  `json:"group"`
 	State         string  `json:"state"`
 	Members       int     `json:"members"`
+	Generation    int32   `json:"generation"`
 	Status        Status  `json:"status"`
 	TotalLag      int64   `json:"total_lag"`
 	MaxLagSeconds float64 `json:"max_lag_seconds"`
@@ -45,6 +46,9 @@ type GroupLag struct {
 	// WindowSize is how many commits a full window holds.
 	WindowSize int            `json:"window_size"`
 	Partitions []PartitionLag `json:"partitions"`
+	// Assignments lists the members and their partitions (only when asked
+	// for one group).
+	Assignments []Member `json:"assignments,omitempty"`
 }
 
 // Report judges every group this broker coordinates, worst first; with
@@ -72,8 +76,11 @@ func (t *Tracker) Report(only string, withWindow bool) ([]GroupLag, error) {
 		if only != "" && g.Group != only {
 			continue
 		}
-		gl := GroupLag{Group: g.Group, State: g.State, Members: g.Members, Commits: t.commitCount(g.Group), WindowSize: t.cfg.Window,
-			Partitions: make([]PartitionLag, 0, len(g.Offsets))}
+		gl := GroupLag{Group: g.Group, State: g.State, Members: len(g.Members), Generation: g.Generation,
+			Commits: t.commitCount(g.Group), WindowSize: t.cfg.Window, Partitions: make([]PartitionLag, 0, len(g.Offsets))}
+		if withWindow {
+			gl.Assignments = g.Members
+		}
 		for _, o := range g.Offsets {
 			pl := t.judge(g.Group, o, now, withWindow)
 			gl.Status = max(gl.Status, pl.Status)

@@ -63,10 +63,28 @@ type Groups interface {
 
 // GroupOffsets is one group as the coordinator sees it.
 type GroupOffsets struct {
-	Group   string
-	State   string // Kafka's group state: Stable, Empty, ...
-	Members int
-	Offsets []Committed
+	Group string
+	State string // Kafka's group state: Stable, Empty, ...
+	// Generation counts rebalances (the consumer protocol's group epoch).
+	Generation int32
+	Members    []Member
+	Offsets    []Committed
+}
+
+// Member is one member of a group and the partitions assigned to it (none
+// known when the group is rebalancing, or for a classic group of a
+// protocol other than "consumer").
+type Member struct {
+	ID       string           `json:"member_id"`
+	ClientID string           `json:"client_id"`
+	Host     string           `json:"host"`
+	Assigned []TopicPartition `json:"assigned"`
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
 }
 
 // Committed is one partition's committed offset.

@@ -170,3 +170,10 @@ func (e *Engine) groupDelay(n int64) time.Duration {
 	}
 	return maxWALDelay
 }
+
+// RollBacklog is the roll queue now: closed WAL segments waiting to be
+// rolled into objects, their bytes, and the most that may wait before
+// producers are held back (MaxPendingSegments).
+func (e *Engine) RollBacklog() (segments int, bytes int64, limit int) {
+	return int(e.bp.segments.Load()), e.bp.pending.Load(), e.cfg.MaxPendingSegments
+}

@@ -404,6 +404,7 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 	}
 	e.dec = batch.NewDecompressor(cfg.DecompressBudgetBytes)
 	registerDecompressMetrics(reg, e.dec)
+	registerSpaceMetrics(reg, e)
 	registerGCMetrics(reg, e)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	start := time.Now()
@@ -529,6 +530,15 @@ func (e *Engine) Close() error {
 }
 
 // Recovery reports what Open found and did.
+// Space is the WAL's free-space guard state (a zero Space with FreeBytes
+// -1 when the engine has no WAL).
+func (e *Engine) Space() wal.Space {
+	if e.wal == nil {
+		return wal.Space{FreeBytes: -1}
+	}
+	return e.wal.Space()
+}
+
 func (e *Engine) Recovery() RecoveryReport {
 	r := e.recovery
 	r.TruncatedFiles = append([]string(nil), r.TruncatedFiles...)

@@ -33,7 +33,7 @@ type collector struct {
 
 	produceErrors *prometheus.Desc
 
-	diskSize, diskUsed, diskFree, minFree *prometheus.Desc
+	diskSize, diskUsed, diskFree *prometheus.Desc
 }
 
 func newCollector(m *Metrics) *collector {
@@ -63,8 +63,7 @@ func newCollector(m *Metrics) *collector {
 
 		diskSize: d("storage_disk_size_bytes", "Size of the file system holding data_dir."),
 		diskUsed: d("storage_disk_used_bytes", "Space used on the file system holding data_dir (by anyone)."),
-		diskFree: d("storage_disk_free_bytes", "Space available to the broker on the file system holding data_dir."),
-		minFree:  d("storage_min_free_bytes", "min_free_bytes: below this much free space produce is refused (0: no floor)."),
+		diskFree: d("storage_disk_free_bytes", "Space available to the broker on the file system holding data_dir, measured when scraped."),
 	}
 }
 
@@ -72,7 +71,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.topicProducedRecords, c.topicProducedBytes, c.topicFetchedRecords, c.topicFetchedBytes,
 		c.topicRetainedBytes, c.topicRetainedRecords, c.partProducedRecords, c.partProducedBytes, c.partFetchedRecords,
 		c.partFetchedBytes, c.partRetainedBytes, c.groupFetchedRecords, c.groupFetchedBytes, c.rebalances, c.produceErrors,
-		c.diskSize, c.diskUsed, c.diskFree, c.minFree} {
+		c.diskSize, c.diskUsed, c.diskFree} {
 		ch <- d
 	}
 }
@@ -95,7 +94,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.diskUsed, used)
 		gauge(c.diskFree, free)
 	}
-	gauge(c.minFree, max(m.cfg.MinFreeBytes, 0))
 	c.collectRebalances(counter)
 	if !m.cfg.PerTopic {
 		return

@@ -49,7 +49,7 @@ func TestAttributionBounds(t *testing.T) {
 	var a attribution
 	a.init()
 	for i := range maxGroupTopics {
-		if a.counters(groupTopic{"g", string(rune('a' + i%26)) + string(rune(i))}) == nil {
+		if a.counters(groupTopic{"g", string(rune('a'+i%26)) + string(rune(i))}) == nil {
 			t.Fatalf("pair %d refused below the bound", i)
 		}
 	}

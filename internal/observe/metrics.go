@@ -25,11 +25,8 @@ type Config struct {
 	// with the most bytes produced and fetched since the previous scrape.
 	// 0: none.
 	TopPartitions int
-	// DataDir is the directory whose file system's space is reported;
-	// MinFreeBytes the free space below which produce is refused (the
-	// broker's min_free_bytes; <= 0: none).
-	DataDir      string
-	MinFreeBytes int64
+	// DataDir is the directory whose file system's space is reported.
+	DataDir string
 }
 
 // DefaultTopPartitions is the default of Config.TopPartitions.

@@ -12,15 +12,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	kgosasl "github.com/twmb/franz-go/pkg/sasl"
-	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
-	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"log/slog"
 	"maps"
 	"math"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,9 +25,12 @@ import (
 	"sync"
 	"time"
 
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/acl"
@@ -41,6 +40,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/kafka"
+	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/meta/embedded"
@@ -54,13 +54,14 @@ import (
 
 // Server is a running node.
 type Server struct {
-	cfg    config.Config
-	logger *slog.Logger
-	md     meta.Store
-	engine *log.Engine
-	groups *group.Coordinator
-	txns   *txn.Coordinator
-	delays *delay.Service
+	cfg     config.Config
+	logger  *slog.Logger
+	md      meta.Store
+	engine  *log.Engine
+	groups  *group.Coordinator
+	txns    *txn.Coordinator
+	delays  *delay.Service
+	lineage *lineage.Recorder
 	// delayClient reaches other brokers for the delay service (cluster).
 	delayClient *kgo.Client
 	kafka       *kafka.Server
@@ -279,9 +280,21 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		gcfg.Claimed = glue.claimed(group.Topic)
 	}
 	lags, lagGroups := newLag(cfg.Lag, engine)
+	lin, err := lineage.New(ctx, lineage.Config{NodeID: cfg.NodeID, FlushInterval: cfg.Lineage.FlushInterval,
+		MaxEdges: cfg.Lineage.MaxEdges}, md, logger.With("component", "lineage"))
+	if err != nil {
+		closeLns()
+		engine.Close()
+		md.Close()
+		return nil, err
+	}
+	go lin.Run()
 	gcfg.Observer = lags
 	traffic := newObserve(cfg, engine, lagGroups)
 	gcfg.OnRebalance = traffic.Rebalanced
+	if cfg.Lineage.Enabled {
+		gcfg.Observer = commitObservers{lags, lineageCommits{lin}}
+	}
 	groups, err := group.New(gcfg, group.NewEngineStore(engine), logger.With("component", "group"))
 	if err != nil {
 		closeLns()
@@ -364,6 +377,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
 	kcfg.Traffic = traffic
+	if cfg.Lineage.Enabled {
+		kcfg.Lineage = lin
+	}
 	var (
 		delays      *delay.Service
 		delayClient *kgo.Client
@@ -402,7 +418,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, logger: logger, md: md, engine: engine, groups: groups, txns: txns, ln: ln, lns: lns, cancel: cancel,
-		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays, delayClient: delayClient}
+		done: make(chan error, 1), markerClient: markerClient, watching: make(chan struct{}), clusterID: clusterID, delays: delays, delayClient: delayClient, lineage: lin}
 	s.kafka = kafka.NewServer(kcfg, b, groups, txns, logger.With("component", "kafka"), reg)
 	for i, l := range lns {
 		go func() {
@@ -446,26 +462,11 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 
 	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
-		if err != nil {
+		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz)}); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("admin_listen: %w", err)
+			return nil, err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		// Profiling sits on the admin listener only, never on the Kafka port.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-		if delays != nil {
-			mux.Handle("/v1/delay/", delays.Handler())
-		}
-		mux.Handle("/v1/lag", lags.Handler())
-		mux.Handle("/v1/lag/", lags.Handler())
-		s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		s.adminLn = aln
-		go s.admin.Serve(aln)
 	}
 	s.startDur = time.Since(began)
 	var bound []string
@@ -526,6 +527,9 @@ func (s *Server) Close() error {
 		s.admin.Close()
 	}
 	s.kafka.Close()
+	if err := s.lineage.Close(); err != nil {
+		s.logger.Warn("lineage: last flush failed", "err", err)
+	}
 	if s.delays != nil {
 		s.delays.Close()
 	}

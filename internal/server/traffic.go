@@ -10,7 +10,7 @@ import (
 // listed by the coordinator, which lg holds once it exists.
 func newObserve(cfg config.Config, engine *log.Engine, lg *lagGroups) *observe.Metrics {
 	return observe.New(observe.Config{PerTopic: cfg.Metrics.PerTopic, TopPartitions: cfg.Metrics.TopPartitions,
-		DataDir: cfg.DataDir, MinFreeBytes: cfg.MinFreeBytes}, engine, func() ([]string, error) {
+		DataDir: cfg.DataDir}, engine, func() ([]string, error) {
 		listed, err := lg.c.List()
 		if err != nil {
 			return nil, err

@@ -182,7 +182,7 @@ func check(fs families, cfg config.Config) error {
 		errs = append(errs, fmt.Errorf("disk free %v > size %v", free, size))
 	}
 	atLeast(1, "sluice_storage_disk_used_bytes")
-	eq(float64(cfg.MinFreeBytes), "sluice_storage_min_free_bytes")
+	eq(float64(cfg.MinFreeBytes), "sluice_log_space_min_free_bytes")
 	atLeast(1, "sluice_log_wal_flush_bytes_total")
 	atLeast(1, "sluice_log_wal_fsync_seconds")
 	for _, op := range []string{"put", "get", "put_file", "delete"} {

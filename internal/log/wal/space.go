@@ -75,6 +75,7 @@ func (w *Writer) checkFree(now time.Time) {
 	if err != nil {
 		return // no probe on this platform: only ENOSPC stops appends
 	}
+	w.free.Store(free)
 	low, floor := free < w.o.MinFreeBytes, free < w.floor()
 	if low != w.lowSpace {
 		if low {
@@ -113,4 +114,33 @@ func (w *Writer) setFull() {
 	w.mu.Lock()
 	w.full, w.low = full, low
 	w.mu.Unlock()
+}
+
+// Space is the free-space guard's state, for metrics and diagnosis.
+type Space struct {
+	// FreeBytes is the last probe of the file system's free space (-1:
+	// never probed, MinFreeBytes is 0).
+	FreeBytes    int64
+	MinFreeBytes int64
+	// Refusing says what is refused now: "" nothing, "produce" clients'
+	// appends (below MinFreeBytes), "all" every append (below the floor,
+	// or a write found the disk full).
+	Refusing string
+	// Refused and RefusedInternal count appends refused for space since
+	// start: clients' records, and the broker's own small writes.
+	Refused, RefusedInternal int64
+}
+
+// Space returns the free-space guard's state.
+func (w *Writer) Space() Space {
+	sp := Space{FreeBytes: w.free.Load(), MinFreeBytes: w.o.MinFreeBytes, Refused: w.refused.Load(), RefusedInternal: w.refusedInternal.Load()}
+	w.mu.Lock()
+	switch {
+	case w.full != nil:
+		sp.Refusing = "all"
+	case w.low != nil:
+		sp.Refusing = "produce"
+	}
+	w.mu.Unlock()
+	return sp
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -60,6 +61,11 @@ type Writer struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+
+	// refused counts reservations refused for want of space; free is the
+	// last free-space probe (-1: none yet). Both are read by Space.
+	refused, refusedInternal atomic.Int64
+	free                     atomic.Int64
 
 	mu         sync.Mutex
 	cur        *Group
@@ -139,6 +145,7 @@ func Open(o Options) (*Writer, error) {
 		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
 	w.syncCond = sync.NewCond(&w.syncMu)
 	w.sinkSem = make(chan struct{}, max(o.SinkInFlight, 1))
+	w.free.Store(-1)
 	if o.MinFreeBytes > 0 {
 		w.checkFree(time.Now())
 	}
@@ -184,11 +191,17 @@ func (w *Writer) reserve(n int, owner any, end int64, records int64, internal bo
 	if w.full != nil {
 		err := w.full
 		w.mu.Unlock()
+		if internal {
+			w.refusedInternal.Add(1)
+		} else {
+			w.refused.Add(1)
+		}
 		return Reservation{}, err
 	}
 	if w.low != nil && !internal {
 		err := w.low
 		w.mu.Unlock()
+		w.refused.Add(1)
 		return Reservation{}, err
 	}
 	if cap(w.chunk)-len(w.chunk) < n {

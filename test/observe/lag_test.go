@@ -1,7 +1,8 @@
-// Package lag_test checks consumer lag and its verdicts end to end: a real
-// broker, franz-go producers, consumers and admin commits over TCP, and
-// the admin listener's JSON API (docs/api.md).
-package lag_test
+// Package observe_test checks what sluice tells its operator, end to end:
+// consumer lag and its verdicts, backlog diagnosis, lineage and message
+// trace, with a real broker, franz-go producers, consumers and admin
+// commits over TCP, through the admin listener's JSON API (docs/api.md).
+package observe_test
 
 import (
 	"context"
@@ -29,6 +30,7 @@ func start(t *testing.T, stoppedAfter time.Duration) *testbroker.Broker {
 		c.Lag.MinDistance = 0
 		c.Lag.StoppedAfter = stoppedAfter
 		c.Lag.Window = 5
+		c.Groups.InitialRebalanceDelay = 0
 	}))
 }
 

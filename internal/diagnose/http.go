@@ -1,0 +1,58 @@
+package diagnose
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/adminapi"
+)
+
+// MaxSample bounds the sample one request may ask for.
+const MaxSample = time.Minute
+
+// Handler serves the diagnosis API (docs/api.md):
+//
+//	GET /v1/diagnose/group/{group}?sample=5s&peak_rate=N
+//	GET /v1/diagnose/broker
+func (d *Diagnoser) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/diagnose/broker", func(w http.ResponseWriter, r *http.Request) {
+		groups, err := d.reports.Report("", false)
+		if err != nil {
+			groups = nil // loading: the groups finding says 0
+		}
+		adminapi.JSON(w, http.StatusOK, Broker(d.facts.BrokerFacts(), groups))
+	})
+	mux.HandleFunc("GET /v1/diagnose/group/{group}", func(w http.ResponseWriter, r *http.Request) {
+		o := Options{Sample: 5 * time.Second}
+		q := r.URL.Query()
+		if s := q.Get("sample"); s != "" {
+			v, err := time.ParseDuration(s)
+			if err != nil || v < 0 || v > MaxSample {
+				adminapi.Error(w, http.StatusBadRequest, "sample must be a duration from 0s to "+MaxSample.String()+", got "+strconv.Quote(s))
+				return
+			}
+			o.Sample = v
+		}
+		if s := q.Get("peak_rate"); s != "" {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || v < 0 {
+				adminapi.Error(w, http.StatusBadRequest, "peak_rate must be a non-negative number of records per second, got "+strconv.Quote(s))
+				return
+			}
+			o.PeakRate = v
+		}
+		diag, err := d.Group(r.Context(), r.PathValue("group"), o)
+		switch {
+		case errors.Is(err, ErrUnknownGroup):
+			adminapi.Error(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			adminapi.Error(w, http.StatusServiceUnavailable, err.Error())
+		default:
+			adminapi.JSON(w, http.StatusOK, diag)
+		}
+	})
+	return mux
+}

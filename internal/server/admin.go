@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/acl"
+	"github.com/sluice-mq/sluice/internal/adminapi"
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/delay"
+	"github.com/sluice-mq/sluice/internal/diagnose"
+	"github.com/sluice-mq/sluice/internal/lag"
+	"github.com/sluice-mq/sluice/internal/lineage"
+	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/scram"
+	"github.com/sluice-mq/sluice/internal/trace"
+)
+
+// adminRoutes is what the admin listener serves (docs/api.md).
+type adminRoutes struct {
+	reg     *prometheus.Registry
+	delays  *delay.Service // nil: delayed delivery off
+	lags    *lag.Tracker
+	engine  *log.Engine
+	lineage *lineage.Recorder
+	groups  lag.Groups
+	facts   brokerFacts
+	guard   *adminapi.Guard
+}
+
+// startAdmin serves the admin HTTP listener on addr: metrics, health,
+// profiling and the JSON API.
+func (s *Server) startAdmin(addr string, r adminRoutes) error {
+	aln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("admin_listen: %w", err)
+	}
+	g := r.guard
+	cluster := func(op kmsg.ACLOperation, h http.Handler) http.Handler {
+		return g.Require(op, kmsg.ACLResourceTypeCluster, func(*http.Request) string { return acl.ClusterName }, h)
+	}
+	describeCluster := func(h http.Handler) http.Handler { return cluster(kmsg.ACLOperationDescribe, h) }
+	group := func(h http.Handler) http.Handler {
+		return g.Require(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, func(r *http.Request) string { return r.PathValue("group") }, h)
+	}
+	topic := func(h http.Handler) http.Handler {
+		return g.Require(kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, func(r *http.Request) string { return r.URL.Query().Get("topic") }, h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", describeCluster(promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})))
+	// Profiling sits on the admin listener only, never on the Kafka port.
+	mux.Handle("/debug/pprof/", describeCluster(http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/profile", describeCluster(http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/trace", describeCluster(http.HandlerFunc(pprof.Trace)))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	if r.delays != nil {
+		mux.Handle("GET /v1/delay/", describeCluster(r.delays.Handler()))
+		mux.Handle("POST /v1/delay/", cluster(kmsg.ACLOperationAlter, r.delays.Handler()))
+	}
+	lags := r.lags.Handler()
+	mux.Handle("GET /v1/lag", describeCluster(lags))
+	mux.Handle("GET /v1/lag/{group}", group(lags))
+	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler()
+	mux.Handle("GET /v1/diagnose/broker", describeCluster(diag))
+	mux.Handle("GET /v1/diagnose/group/{group}", group(diag))
+	lin := r.lineage.Handler()
+	mux.Handle("GET /v1/lineage", describeCluster(lin))
+	mux.Handle("GET /v1/lineage/", describeCluster(lin))
+	mux.Handle("GET /v1/trace", topic(trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler()))
+	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
+	}))
+	s.admin = &http.Server{Handler: g.Authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
+	s.adminLn = aln
+	go s.admin.Serve(aln)
+	return nil
+}
+
+// adminGuard applies the Kafka listeners' security to the admin listener:
+// with any SASL listener, requests must carry a SASL user's credentials
+// (HTTP Basic), checked as SASL/PLAIN checks them; ACLs apply.
+func adminGuard(lspecs []config.Listener, creds *scram.Store, authz *acl.Authorizer) *adminapi.Guard {
+	g := &adminapi.Guard{Authz: authz}
+	for _, l := range lspecs {
+		if l.SASL() {
+			g.Required = true
+		}
+	}
+	g.Check = func(ctx context.Context, user, password string) bool {
+		for _, m := range []int8{scram.SHA512, scram.SHA256} {
+			c, err := creds.Credential(ctx, user, m)
+			if err != nil {
+				continue
+			}
+			return c.Matches(password)
+		}
+		return false
+	}
+	return g
+}
