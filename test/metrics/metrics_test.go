@@ -1,9 +1,12 @@
 package metrics_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +127,20 @@ func TestMetricsGroupsAfterTraffic(t *testing.T) {
 	v, _ := fs.value("sluice_topic_produced_bytes_total", "topic", "orders")
 	lat, _ := fs.value("sluice_produce_latency_seconds", "acks", "all")
 	t.Logf("orders: %v bytes produced; %v acks=all produce requests", v, lat)
+
+	// Every sluice metric exported is in docs/metrics.md (the log's
+	// internals by their name after sluice_log_).
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range fs {
+		short, isLog := strings.CutPrefix(name, "sluice_log_")
+		if strings.HasPrefix(name, "sluice_") && !bytes.Contains(doc, []byte("`"+name+"`")) &&
+			!(isLog && bytes.Contains(doc, []byte("`"+short+"`"))) {
+			t.Errorf("%s is not in docs/metrics.md", name)
+		}
+	}
 }
 
 // check returns what in fs disagrees with the traffic of
