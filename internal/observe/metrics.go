@@ -83,7 +83,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18)
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) {
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "produce", Name: "latency_seconds",
-		Help:    "Time from a Produce request being read to its answer being ready (acks=0: to its appends being written), by acks: 0, 1, all.",
+		Help:    "Time from a Produce request being decoded to its answer being ready (acks=0: to its appends being written), by acks: 0, 1, all.",
 		Buckets: latencyBuckets}, []string{"acks"})
 	for i, a := range []string{"0", "1", "all"} {
 		m.latency[i] = lat.WithLabelValues(a)
