@@ -1,15 +1,15 @@
 # sluice: build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-deps vet rules unit bench
+.PHONY: all build test test-deps vet rules unit bench screenshots
 
 all: build
 
 build:
 	$(GO) build ./...
 
-# Installs kcat, the Debian Python Kafka clients and Prometheus (promtool)
-# when missing (as root).
+# Installs kcat, the Debian Python Kafka clients, chromium and Prometheus
+# (promtool) when missing (as root).
 test-deps:
 	./scripts/install-test-deps.sh
 
@@ -33,3 +33,8 @@ test: test-deps vet rules
 bench: test-deps
 	SLUICE_LONG=1 $(GO) test ./test/... -run . -timeout 60m
 	$(GO) test ./... -run '^$$' -bench . -benchmem -timeout 60m
+
+# Screenshots of the web console's pages (docs/images/), taken by the
+# console's browser test in headless chromium.
+screenshots: test-deps
+	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./test/console/ -run 'TestConsole$$' -count=1
