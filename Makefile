@@ -1,23 +1,31 @@
 # sluice: build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-deps vet unit bench screenshots
+.PHONY: all build test test-deps vet rules unit bench screenshots
 
 all: build
 
 build:
 	$(GO) build ./...
 
-# Installs kcat and the Debian Python Kafka clients when missing (as root).
+# Installs kcat, the Debian Python Kafka clients, chromium and Prometheus
+# (promtool) when missing (as root).
 test-deps:
 	./scripts/install-test-deps.sh
 
 vet:
 	$(GO) vet ./...
 
+# The Prometheus alert rules: syntax, and their unit tests (each alert
+# fires when it should). test/metrics runs them in a real Prometheus too.
+rules: test-deps
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+
 # Everything: unit tests, fuzz seed corpora, the compat suite against real
-# clients, and crash/retention/compaction tests against the real binary.
-test: test-deps vet
+# clients, crash/retention/compaction tests against the real binary, and
+# the alert rules.
+test: test-deps vet rules
 	$(GO) test ./... -timeout 15m
 
 # Benchmarks, and the longer variants of the crash tests (more SIGKILL

@@ -5,6 +5,9 @@
 #   python3-kafka            kafka-python
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
+#   prometheus               promtool, which checks deploy/prometheus/alerts.yml,
+#                            and the server test/metrics runs the dashboard's
+#                            and the alerts' queries on
 #   chromium                 the headless browser of the web console's tests
 #   versitygw                the S3-compatible server of the object-store tests,
 #                            built by install-versitygw.sh (go install; no root)
@@ -14,7 +17,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium)
+packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

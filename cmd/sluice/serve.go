@@ -78,6 +78,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"read-ahead-bytes", "cluster.read_ahead_bytes", "cluster mode: how far ahead of a consumer reading a partition in order its data is loaded into the block cache (0: 8 MiB or an eighth of the cache; negative: none)"},
 	{"lag-window", "lag.window", "commits per group and partition the lag verdict is made from (Burrow's intervals)"},
 	{"lag-stopped-after", "lag.stopped_after", "least time without commits, with lag, before a partition is STOPPED"},
+	{"metrics-per-topic", "metrics.per_topic", "count produce and fetch traffic per partition and export per-topic, per-partition and per-group series on /metrics (true/false)"},
+	{"metrics-top-partitions", "metrics.top_partitions", "partitions with series of their own on /metrics: the busiest, and per group the most lagging (0: none)"},
 	{"lineage-enabled", "lineage.enabled", "record who produces to and consumes which topics (true/false)"},
 	{"lineage-flush-interval", "lineage.flush_interval", "how often observed producer/consumer relations are written to the metadata store"},
 	{"topic-name-pattern", "governance.topic_name_pattern", "regular expression every new topic name must match (e.g. ^[a-z][a-z0-9-]*\\.[a-z][a-z0-9-]*\\.v[0-9]+$; empty: any)"},

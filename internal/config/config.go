@@ -112,6 +112,18 @@ type Lag struct {
 	MaxPartitions int `yaml:"max_partitions"`
 }
 
+// Metrics configures what /metrics exports beyond the broker-wide
+// series (internal/observe, docs/metrics.md).
+type Metrics struct {
+	// PerTopic counts produce and fetch traffic per partition and exports
+	// the per-topic, per-partition and per-group series.
+	PerTopic bool `yaml:"per_topic"`
+	// TopPartitions is how many partitions get series of their own: the
+	// busiest by traffic since the previous scrape, and, per group, the
+	// ones with the most lag. 0: none.
+	TopPartitions int `yaml:"top_partitions"`
+}
+
 // Lineage configures the lineage recorder (internal/lineage, docs/lineage.md).
 type Lineage struct {
 	// Enabled records relations; off, the recorder is never called and
@@ -333,6 +345,9 @@ type Config struct {
 	// Lag configures consumer lag verdicts.
 	Lag Lag `yaml:"lag"`
 
+	// Metrics configures the per-topic and per-partition metrics.
+	Metrics Metrics `yaml:"metrics"`
+
 	// Lineage configures who-produces-and-consumes-what recording.
 	Lineage Lineage `yaml:"lineage"`
 
@@ -409,6 +424,7 @@ func Default() Config {
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
 			Horizon: 10 * time.Minute, MemoryEntries: 250_000, StoreMinCompactionLag: time.Hour},
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
+		Metrics:          Metrics{PerTopic: true, TopPartitions: 20},
 		Lineage:          Lineage{Enabled: true, FlushInterval: 30 * time.Second, MaxEdges: 100_000},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
@@ -555,6 +571,9 @@ func (c *Config) Validate() error {
 		return bad("lag.stopped_after", "must be >= 1s")
 	case l.MaxPartitions < 1:
 		return bad("lag.max_partitions", "must be >= 1")
+	}
+	if n := c.Metrics.TopPartitions; n < 0 || n > 10000 {
+		return bad("metrics.top_partitions", "must be 0..10000, got %d", n)
 	}
 	switch d := c.Delay; {
 	case d.StorePartitions < 1 || d.StorePartitions > 10000:

@@ -54,6 +54,10 @@ type Config struct {
 	// (and of transactional offsets once their transaction commits): the
 	// lag tracker's window of commits. Nil: nobody listens.
 	Observer CommitObserver
+	// OnRebalance, when set, hears of every rebalance: a classic group's
+	// new generation, a consumer group's (KIP-848) new group epoch. It
+	// runs with the group's lock held and must be quick. Nil: nobody.
+	OnRebalance func(group string)
 }
 
 // CommitObserver hears of committed offsets. Committed is called with the

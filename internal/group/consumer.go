@@ -554,6 +554,9 @@ func (g *group) maybeRetarget(bump bool) []kmsg.Record {
 	var recs []kmsg.Record
 	if bump || fp != cg.subFP {
 		cg.epoch++
+		if f := g.c.cfg.OnRebalance; f != nil {
+			f(g.id)
+		}
 		recs = append(recs, kmsg.Record{Key: ckey(recConsumerGroupMetadata, g.id), Value: cgMetadataValue(cg.epoch)})
 	}
 	if cg.epoch <= cg.assignEpoch {

@@ -436,6 +436,9 @@ func (g *group) completeJoin(now time.Time) {
 		g.leader = g.order[0]
 	}
 	g.generation++
+	if f := g.c.cfg.OnRebalance; f != nil {
+		f(g.id)
+	}
 	if len(g.members) == 0 {
 		g.protocol = ""
 		g.subscribed = nil

@@ -395,6 +395,7 @@ func (c *conn) dispatch(ctx context.Context, frame []byte) (pending, error) {
 		return pending{}, fmt.Errorf("%w: decoding %s v%d: %v", ErrFrameInvalid, kmsg.NameForKey(hdr.APIKey), hdr.APIVersion, err)
 	}
 	c.srv.metrics.requests.WithLabelValues(kmsg.NameForKey(hdr.APIKey)).Inc()
+	c.groupTraffic(hdr, req)
 	rc := &reqCtx{ctx: ctx, hdr: hdr, conn: c}
 	start := time.Now()
 	complete := api.handle(rc, req)

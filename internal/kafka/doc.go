@@ -20,4 +20,8 @@
 // and released when its response is built; one reaper goroutine closes
 // connections idle too long or too slow to send a request. Server.mu and
 // the budget's lock are never held together.
+//
+// Traffic (traffic.go): the produce and fetch handlers and the dispatcher
+// tell Config.Traffic (internal/observe) what they appended, answered and
+// which group a client named; the metrics themselves live there.
 package kafka

@@ -127,6 +127,7 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	return func() kmsg.Response {
 		r := complete()
 		if r != nil {
+			rc.fetchedTraffic(resp, parts)
 			rc.chargeQuota(quota.ConsumerByteRate, sent)
 			addFetchLeaderHints(rc, resp, names)
 		}

@@ -69,12 +69,15 @@ func forwardedHold(rc *reqCtx, topic string) bool {
 }
 
 func handleProduce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
+	start := time.Now()
 	complete := produce(rc, kreq)
 	if complete == nil {
+		rc.produceDone(kreq, nil, start)
 		return nil // acks=0
 	}
 	return func() kmsg.Response {
 		r := complete()
+		rc.produceDone(kreq, r, start)
 		if pr, ok := r.(*kmsg.ProduceResponse); ok {
 			addProduceLeaderHints(rc, pr)
 		}
@@ -201,7 +204,9 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			}
 		}
 		if w.err == nil {
-			w.last = w.res.BaseOffset + int64(recordCount(w.records)) - 1
+			n := recordCount(w.records)
+			w.last = w.res.BaseOffset + int64(n) - 1
+			rc.producedTraffic(w, n)
 		}
 	}
 	appendAll(work, size, appendOne)
@@ -243,6 +248,7 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	}
 
 	if req.Acks == 0 {
+		rc.produceErrors(resp, work, fill)
 		return nil
 	}
 	if req.Acks != 1 && req.Acks != -1 {

@@ -24,6 +24,9 @@ import (
 
 // Config is the front-end's configuration.
 type Config struct {
+	// Traffic hears of produce, fetch and group traffic for metrics
+	// (traffic.go); nil: none.
+	Traffic Traffic
 	// Delays holds back produced records with a delayed-delivery header
 	// (nil: the log never reports them, see log.Config.DetectDelay).
 	Delays Delayer

@@ -45,7 +45,8 @@
 // (cleaner: compactmap.go its key map, compactread.go its windowed reads), pace.go (the clean loop's share of time and I/O), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
 // txn.go (markers, LSO, aborted index, ReadCommitted),
-// metastate.go (meta keys and records), metrics.go. Cluster mode:
+// metastate.go (meta keys and records), metrics.go, traffic.go (the
+// per-partition traffic counters internal/observe exports). Cluster mode:
 // shared.go (acquire, release, take-over, topic watch), sharedflush.go
 // (group commits to registered objects), sharedsnap.go (producer
 // snapshots), sharedroll.go and sharedgc.go.

@@ -55,6 +55,8 @@ type Partition struct {
 
 	hwMu   sync.Mutex
 	waitCh chan struct{}
+
+	traffic atomic.Pointer[Traffic] // traffic.go; nil until first used
 }
 
 // partCold holds what a partition needs only once it has seen idempotent

@@ -120,8 +120,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		md = emb
 		if cfg.S3.Endpoint != "" {
 			objs, err = openS3(ctx, cfg, reg)
-		} else {
-			objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects"))
+		} else if objs, err = localfs.New(filepath.Join(cfg.DataDir, "objects")); err == nil {
+			objs = objstore.Metered(objs, reg)
 		}
 		if err != nil {
 			md.Close()
@@ -296,6 +296,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	go lin.Run()
 	gcfg.Observer = lags
+	traffic := newObserve(cfg, engine, lagGroups)
+	gcfg.OnRebalance = traffic.Rebalanced
 	if cfg.Lineage.Enabled {
 		gcfg.Observer = commitObservers{lags, lineageCommits{lin}}
 	}
@@ -307,7 +309,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		return nil, err
 	}
 	lagGroups.c = groups
-	reg.MustRegister(lags.Collector())
+	reg.MustRegister(lags.Collector(cfg.Metrics.TopPartitions))
+	traffic.Register(reg)
 	// Groups load in the background; until then they answer
 	// COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 	groups.Start()
@@ -379,6 +382,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	kcfg.ConnectionsMaxIdle = cfg.ConnectionsMaxIdle
 	kcfg.RequestReadTimeout = cfg.RequestReadTimeout
 	kcfg.Quotas, kcfg.Credentials, kcfg.Authorizer = quotas, creds, authz
+	kcfg.Traffic = traffic
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
