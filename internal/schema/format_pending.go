@@ -1,0 +1,12 @@
+//go:build !schemaformats
+
+package schema
+
+// Until the schemacompat branch (internal/schema/protobuf and
+// internal/schema/jsonschema) is merged, this build parses Avro only.
+// At merge: delete this file and the build lines of format_protobuf.go and
+// format_jsonschema.go.
+
+func protobufFormat() (format, bool) { return format{}, false }
+
+func jsonFormat() (format, bool) { return format{}, false }
