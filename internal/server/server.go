@@ -77,6 +77,7 @@ type Server struct {
 	watching    chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
+	registry     *schemaRegistry
 }
 
 // Start opens storage, recovers, and starts listening. It returns once the
@@ -457,9 +458,20 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		glue.pushPartitions()
 	}
 
+	guard := adminGuard(lspecs, creds, authz)
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz)}); err != nil {
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard}); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.SchemaRegistry.Listen != "" {
+		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry")}
+		if glue != nil {
+			d.reader = append([]kgo.Opt{kgo.SeedBrokers(interAddr)}, interOpts...)
+		}
+		if s.registry, err = startRegistry(ctx, cfg.SchemaRegistry.Listen, d); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -522,6 +534,7 @@ func (s *Server) Close() error {
 	if s.admin != nil {
 		s.admin.Close()
 	}
+	s.registry.close()
 	s.kafka.Close()
 	if err := s.lineage.Close(); err != nil {
 		s.logger.Warn("lineage: last flush failed", "err", err)

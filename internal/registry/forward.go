@@ -1,0 +1,68 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+type httpClient = *http.Client
+
+func newHTTPClient() httpClient { return &http.Client{Timeout: time.Minute} }
+
+// forward sends a write to the registry of the broker leading _schemas
+// and, once this broker's state has applied it, passes its answer on.
+func (r *Registry) forward(w http.ResponseWriter, req *http.Request, body []byte) {
+	if req.Header.Get(forwardedHeader) != "" || r.fwd == nil {
+		// Leadership moved while the request travelled: the client retries.
+		writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: this broker no longer leads %s", Topic))
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.WriteTimeout)
+	defer cancel()
+	base, err := r.fwd.LeaderURL(ctx)
+	if err != nil {
+		writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: %v", err))
+		return
+	}
+	out, err := http.NewRequestWithContext(ctx, req.Method, base+req.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while forwarding the request to the leader: %v", err))
+		return
+	}
+	for _, h := range []string{"Authorization", "Content-Type", "Accept"} {
+		if v := req.Header.Get(h); v != "" {
+			out.Header.Set(h, v)
+		}
+	}
+	out.Header.Set(forwardedHeader, "1")
+	resp, err := r.http.Do(out)
+	if err != nil {
+		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while forwarding the request to the leader: %v", err))
+		return
+	}
+	defer resp.Body.Close()
+	ans, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.MaxBodyBytes+1<<20))
+	if err != nil {
+		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while reading the leader's answer: %v", err))
+		return
+	}
+	if off, err := strconv.ParseInt(resp.Header.Get(offsetHeader), 10, 64); err == nil {
+		if err := r.waitApplied(ctx, off); err != nil {
+			writeError(w, errTimeout("applying the leader's write here"))
+			return
+		}
+		w.Header().Set(offsetHeader, strconv.FormatInt(off, 10))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	if v := resp.Header.Get("WWW-Authenticate"); v != "" {
+		w.Header().Set("WWW-Authenticate", v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(ans)
+}
