@@ -14,10 +14,11 @@ import (
 
 // Store is the _schemas topic as the registry uses it.
 type Store interface {
-	// Fetch returns the records from offset on, waiting while there are
-	// none (until ctx ends), next (the offset after the last returned)
-	// and the high watermark seen.
-	Fetch(ctx context.Context, offset int64) (recs []Record, next, hw int64, err error)
+	// Fetch returns the records from offset on, waiting a while when
+	// there are none, and next, the offset after the last returned.
+	Fetch(ctx context.Context, offset int64) (recs []Record, next int64, err error)
+	// Latest is the topic's high watermark, asked of any broker.
+	Latest(ctx context.Context) (int64, error)
 	// Append makes recs durable, in one batch, and returns the offset
 	// after the last; ErrNotLeader when this broker does not lead the
 	// topic.
@@ -105,32 +106,50 @@ func New(cfg Config, store Store, fwd Forwarder, logger *slog.Logger) *Registry 
 // Run applies _schemas to the state until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
 	backoff := 50 * time.Millisecond
+	retry := func(what string, err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.log.Warn("schema registry: "+what+" failed; retrying", "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		return true
+	}
+	// Loaded once every record there was at the start is applied.
+	var target int64
+	for {
+		hw, err := r.store.Latest(ctx)
+		if err == nil {
+			target = hw
+			break
+		}
+		if !retry("reading the end of "+Topic, err) {
+			return
+		}
+	}
 	for ctx.Err() == nil {
 		r.mu.RLock()
 		off := r.applied
 		r.mu.RUnlock()
-		recs, next, hw, err := r.store.Fetch(ctx, off)
+		if off >= target {
+			r.readyOnce.Do(func() {
+				r.log.Info("schema registry loaded", "offset", off)
+				close(r.ready)
+			})
+		}
+		recs, next, err := r.store.Fetch(ctx, off)
 		if err != nil {
-			if ctx.Err() != nil {
+			if !retry("reading "+Topic, err) {
 				return
 			}
-			r.log.Warn("schema registry: reading "+Topic+" failed; retrying", "offset", off, "err", err, "backoff", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
 		backoff = 50 * time.Millisecond
 		r.applyAll(recs, next)
-		if next >= hw {
-			r.readyOnce.Do(func() {
-				r.log.Info("schema registry loaded", "offset", next)
-				close(r.ready)
-			})
-		}
 	}
 }
 

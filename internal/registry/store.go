@@ -97,36 +97,48 @@ func (s *LogStore) Append(ctx context.Context, recs []Record) (int64, error) {
 	return base + int64(len(recs)), nil
 }
 
+// Latest implements Store.
+func (s *LogStore) Latest(ctx context.Context) (int64, error) {
+	if s.remote != nil {
+		return s.remote.latest(ctx)
+	}
+	p, err := s.e.Partition(Topic, 0)
+	if err != nil {
+		return 0, err
+	}
+	return p.HighWatermark(), nil
+}
+
 // Fetch implements Store.
-func (s *LogStore) Fetch(ctx context.Context, offset int64) ([]Record, int64, int64, error) {
+func (s *LogStore) Fetch(ctx context.Context, offset int64) ([]Record, int64, error) {
 	if s.remote != nil {
 		return s.remote.fetch(ctx, offset)
 	}
 	p, err := s.e.Partition(Topic, 0)
 	if err != nil {
-		return nil, offset, 0, err
+		return nil, offset, err
 	}
 	data, hw, err := s.it.Read(ctx, 0, offset)
 	if err != nil {
-		return nil, offset, hw, err
+		return nil, offset, err
 	}
 	if len(data) == 0 {
 		wctx, cancel := context.WithTimeout(ctx, pollIdle)
 		p.WaitHighWatermark(wctx, offset+1)
 		cancel()
-		return nil, offset, hw, nil
+		return nil, offset, nil
 	}
 	var out []Record
 	next := offset
 	for len(data) > 0 {
 		size, err := batch.Size(data)
 		if err != nil || size > len(data) {
-			return nil, offset, hw, fmt.Errorf("%s at %d: bad batch: %v", Topic, next, err)
+			return nil, offset, fmt.Errorf("%s at %d: bad batch: %v", Topic, next, err)
 		}
 		h, recs, err := batch.Records(data[:size])
 		data = data[size:]
 		if err != nil {
-			return nil, offset, hw, fmt.Errorf("%s at %d: %w", Topic, next, err)
+			return nil, offset, fmt.Errorf("%s at %d: %w", Topic, next, err)
 		}
 		if h.LastOffset() < next {
 			continue
@@ -139,7 +151,7 @@ func (s *LogStore) Fetch(ctx context.Context, offset int64) ([]Record, int64, in
 		}
 		next = min(h.LastOffset()+1, hw)
 	}
-	return out, next, hw, nil
+	return out, next, nil
 }
 
 // remoteReader consumes _schemas with a Kafka client.
@@ -149,25 +161,47 @@ type remoteReader struct {
 	pos  int64 // where the client consumes next
 }
 
-func (r *remoteReader) fetch(ctx context.Context, offset int64) ([]Record, int64, int64, error) {
-	if r.cl == nil || r.pos != offset {
-		if r.cl != nil {
-			r.cl.Close()
-		}
-		cl, err := kgo.NewClient(append([]kgo.Opt{
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{Topic: {0: kgo.NewOffset().At(offset)}}),
-			kgo.FetchMaxWait(pollIdle), kgo.MetadataMinAge(500 * time.Millisecond),
-		}, r.opts...)...)
-		if err != nil {
-			return nil, offset, 0, err
-		}
-		r.cl, r.pos = cl, offset
+func (r *remoteReader) client(offset int64) error {
+	if r.cl != nil && r.pos == offset {
+		return nil
+	}
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{Topic: {0: kgo.NewOffset().At(offset)}}),
+		kgo.FetchMaxWait(pollIdle), kgo.MetadataMinAge(500 * time.Millisecond),
+	}, r.opts...)...)
+	if err != nil {
+		return err
+	}
+	r.cl, r.pos = cl, offset
+	return nil
+}
+
+func (r *remoteReader) latest(ctx context.Context) (int64, error) {
+	if err := r.client(0); err != nil {
+		return 0, err
+	}
+	ends, err := kadm.NewClient(r.cl).ListEndOffsets(ctx, Topic)
+	if err != nil {
+		return 0, err
+	}
+	o, ok := ends.Lookup(Topic, 0)
+	if !ok {
+		return 0, fmt.Errorf("registry: no end offset for %s-0", Topic)
+	}
+	return o.Offset, o.Err
+}
+
+func (r *remoteReader) fetch(ctx context.Context, offset int64) ([]Record, int64, error) {
+	if err := r.client(offset); err != nil {
+		return nil, offset, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, pollIdle)
 	fs := r.cl.PollFetches(pctx)
 	cancel()
 	var out []Record
-	hw := int64(-1)
 	next := offset
 	var ferr error
 	fs.EachError(func(_ string, _ int32, err error) {
@@ -176,29 +210,14 @@ func (r *remoteReader) fetch(ctx context.Context, offset int64) ([]Record, int64
 		}
 	})
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		hw = max(hw, p.HighWatermark)
 		for _, rec := range p.Records {
 			out = append(out, Record{Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
 			next = rec.Offset + 1
 		}
 	})
 	r.pos = next
-	if len(out) > 0 {
-		return out, next, max(hw, next), nil
+	if len(out) == 0 && ferr != nil {
+		return nil, offset, ferr
 	}
-	if ferr != nil {
-		return nil, offset, 0, ferr
-	}
-	// Nothing new: the high watermark says whether there is anything to
-	// wait for (an empty topic is loaded at once).
-	lctx, cancel := context.WithTimeout(ctx, pollIdle)
-	defer cancel()
-	ends, err := kadm.NewClient(r.cl).ListEndOffsets(lctx, Topic)
-	if err != nil {
-		return nil, offset, 0, err
-	}
-	if o, ok := ends.Lookup(Topic, 0); ok && o.Err == nil {
-		return nil, offset, o.Offset, nil
-	}
-	return nil, offset, 0, fmt.Errorf("registry: no end offset for %s-0 yet", Topic)
+	return out, next, nil
 }

@@ -91,3 +91,19 @@ func call(t testing.TB, method, url string, body any) answer {
 }
 
 func schemaBody(s string) map[string]any { return map[string]any{"schema": s} }
+
+func callType(t testing.TB, url, ctype, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", ctype)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: b}
+}
