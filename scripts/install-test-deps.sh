@@ -3,6 +3,7 @@
 #   kcat                     librdkafka's command-line client
 #   python3-confluent-kafka  confluent-kafka-python (librdkafka)
 #   python3-kafka            kafka-python
+#   python3-requests         confluent-kafka-python's SchemaRegistryClient needs it
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
 #   versitygw                the S3-compatible server of the object-store tests,
@@ -13,7 +14,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
+packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard)
 
 missing=()
 for p in "${packages[@]}"; do
