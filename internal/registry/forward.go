@@ -13,21 +13,10 @@ type httpClient = *http.Client
 
 func newHTTPClient() httpClient { return &http.Client{Timeout: time.Minute} }
 
-// forward sends a write to the registry of the broker leading _schemas
-// and, once this broker's state has applied it, passes its answer on.
-func (r *Registry) forward(w http.ResponseWriter, req *http.Request, body []byte) {
-	if req.Header.Get(forwardedHeader) != "" || r.fwd == nil {
-		// Leadership moved while the request travelled: the client retries.
-		writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: this broker no longer leads %s", Topic))
-		return
-	}
-	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.WriteTimeout)
-	defer cancel()
-	base, err := r.fwd.LeaderURL(ctx)
-	if err != nil {
-		writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: %v", err))
-		return
-	}
+// forward sends a write to the registry at base, the broker leading
+// _schemas, and, once this broker's state has applied it, passes its
+// answer on.
+func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, base string, body []byte) {
 	out, err := http.NewRequestWithContext(ctx, req.Method, base+req.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while forwarding the request to the leader: %v", err))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/schema"
 )
@@ -352,10 +353,41 @@ func (r *Registry) serveWrite(prepare func(req *http.Request, body []byte) (deci
 			writeError(w, e)
 			return
 		}
-		ans, next, err := r.write(req.Context(), decide)
-		if errors.Is(err, ErrNotLeader) {
-			r.forward(w, req, body)
-			return
+		ctx, cancel := context.WithTimeout(req.Context(), r.cfg.WriteTimeout)
+		defer cancel()
+		var (
+			ans  any
+			next int64
+			err  error
+		)
+		for {
+			ans, next, err = r.write(ctx, decide)
+			if !errors.Is(err, ErrNotLeader) {
+				break
+			}
+			if req.Header.Get(forwardedHeader) != "" || r.fwd == nil {
+				// Leadership moved while the request travelled: the
+				// forwarding broker's client retries.
+				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: this broker does not lead %s", Topic))
+				return
+			}
+			base, ferr := r.fwd.LeaderURL(ctx)
+			if ferr == nil {
+				r.forward(ctx, w, req, base, body)
+				return
+			}
+			if !errors.Is(ferr, ErrNoLeader) {
+				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: %v", ferr))
+				return
+			}
+			// No leader yet, or this broker is taking the leadership
+			// over: try again shortly.
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: no broker leads %s", Topic))
+				return
+			}
 		}
 		if err != nil {
 			var re *Error

@@ -27,12 +27,17 @@ type Store interface {
 	End(ctx context.Context) (int64, error)
 }
 
-// Forwarder sends a write request to the registry of the broker leading
-// _schemas (cluster mode; nil on a single node, which leads it always).
+// Forwarder finds the registry of the broker leading _schemas (cluster
+// mode; nil on a single node, which leads it always).
 type Forwarder interface {
-	// LeaderURL is the leader's registry base URL, e.g. http://h:8081.
+	// LeaderURL is the leader's registry base URL, e.g. http://h:8081;
+	// ErrNoLeader while no other broker leads the topic (none does, or
+	// this one is taking it over).
 	LeaderURL(ctx context.Context) (string, error)
 }
+
+// ErrNoLeader: no other broker leads _schemas at the moment.
+var ErrNoLeader = errors.New("registry: no other broker leads " + Topic + " at the moment")
 
 // Config tunes the registry.
 type Config struct {

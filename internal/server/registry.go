@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -70,7 +69,7 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 			store.Close()
 			return nil, fmt.Errorf("schema registry: publishing its address: %w", err)
 		}
-		fwd = registryLeader{glue: d.glue, md: d.md}
+		fwd = registryLeader{glue: d.glue, md: d.md, self: d.node}
 	}
 	reg := registry.New(registry.DefaultConfig(), store, fwd, d.logger)
 	rctx, cancel := context.WithCancel(context.Background())
@@ -102,12 +101,13 @@ func (sr *schemaRegistry) close() {
 type registryLeader struct {
 	glue *clusterGlue
 	md   meta.Store
+	self int32
 }
 
 func (l registryLeader) LeaderURL(ctx context.Context) (string, error) {
 	id, ok := l.glue.leaderOf(registry.Topic, 0)
-	if !ok {
-		return "", errors.New("no broker leads " + registry.Topic + " at the moment")
+	if !ok || id == l.self {
+		return "", registry.ErrNoLeader
 	}
 	kv, err := l.md.Get(ctx, registryListenerKey(id))
 	if err != nil {
