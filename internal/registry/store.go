@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,9 +21,11 @@ import (
 // node, and through a Kafka client (Remote) in a cluster, where the
 // partition's data is served by its leader.
 type LogStore struct {
-	e      *log.Engine
-	it     *log.InternalTopic
-	remote *remoteReader // nil: read the engine
+	e       *log.Engine
+	it      *log.InternalTopic
+	remote  *remoteReader // nil: read the engine
+	created chan struct{} // closed once this broker made sure the topic exists
+	once    sync.Once
 }
 
 // pollIdle bounds one wait for new records, so that Run notices the end
@@ -32,18 +36,21 @@ const pollIdle = 5 * time.Second
 // options of a Kafka client reaching the cluster (the inter-broker
 // listener), which reads the topic (cluster mode).
 func NewLogStore(e *log.Engine, opts []kgo.Opt) *LogStore {
-	s := &LogStore{e: e, it: log.NewInternalTopic(e, Topic)}
+	s := &LogStore{e: e, it: log.NewInternalTopic(e, Topic), created: make(chan struct{})}
 	if opts != nil {
 		s.remote = &remoteReader{opts: opts}
 	}
 	return s
 }
 
-// Create creates _schemas (compacted, one partition) unless it exists.
-func (s *LogStore) Create(ctx context.Context) error {
+// create creates _schemas (compacted, one partition) unless it exists:
+// on the first write, as Kafka creates __consumer_offsets on first use,
+// so a broker whose registry is never written has no such topic.
+func (s *LogStore) create(ctx context.Context) error {
 	if _, err := s.it.Create(ctx, 1); err != nil {
 		return fmt.Errorf("registry: creating %s: %w", Topic, err)
 	}
+	s.once.Do(func() { close(s.created) })
 	return nil
 }
 
@@ -54,8 +61,16 @@ func (s *LogStore) Close() {
 	}
 }
 
-func (s *LogStore) led() (*log.Partition, error) {
+func (s *LogStore) led(ctx context.Context) (*log.Partition, error) {
 	p, err := s.e.Partition(Topic, 0)
+	if errors.Is(err, log.ErrUnknownTopicOrPartition) {
+		if err := s.create(ctx); err != nil {
+			return nil, err
+		}
+		// In a cluster the partition gets a leader shortly: the caller
+		// sees ErrNotLeader until then and waits for one.
+		p, err = s.e.Partition(Topic, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +81,8 @@ func (s *LogStore) led() (*log.Partition, error) {
 }
 
 // End implements Store.
-func (s *LogStore) End(context.Context) (int64, error) {
-	p, err := s.led()
+func (s *LogStore) End(ctx context.Context) (int64, error) {
+	p, err := s.led(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -76,7 +91,7 @@ func (s *LogStore) End(context.Context) (int64, error) {
 
 // Append implements Store.
 func (s *LogStore) Append(ctx context.Context, recs []Record) (int64, error) {
-	if _, err := s.led(); err != nil {
+	if _, err := s.led(ctx); err != nil {
 		return 0, err
 	}
 	krs := make([]kmsg.Record, len(recs))
@@ -103,6 +118,9 @@ func (s *LogStore) Latest(ctx context.Context) (int64, error) {
 		return s.remote.latest(ctx)
 	}
 	p, err := s.e.Partition(Topic, 0)
+	if errors.Is(err, log.ErrUnknownTopicOrPartition) {
+		return 0, nil // not created yet: nothing to load
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -115,6 +133,15 @@ func (s *LogStore) Fetch(ctx context.Context, offset int64) ([]Record, int64, er
 		return s.remote.fetch(ctx, offset)
 	}
 	p, err := s.e.Partition(Topic, 0)
+	if errors.Is(err, log.ErrUnknownTopicOrPartition) {
+		// Not created yet: wait for this broker's first write to create it.
+		select {
+		case <-s.created:
+		case <-time.After(pollIdle):
+		case <-ctx.Done():
+		}
+		return nil, offset, nil
+	}
 	if err != nil {
 		return nil, offset, err
 	}
@@ -188,8 +215,8 @@ func (r *remoteReader) latest(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	o, ok := ends.Lookup(Topic, 0)
-	if !ok {
-		return 0, fmt.Errorf("registry: no end offset for %s-0", Topic)
+	if !ok || errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+		return 0, nil // not created yet: nothing to load
 	}
 	return o.Offset, o.Err
 }

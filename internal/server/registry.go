@@ -45,14 +45,11 @@ type registryDeps struct {
 	logger *slog.Logger
 }
 
-// startRegistry creates _schemas if needed, starts tailing it and serves
-// the REST API on addr; with a SASL listener requests need HTTP Basic
+// startRegistry starts tailing _schemas (created by the first write) and
+// serves the REST API on addr; with a SASL listener requests need HTTP Basic
 // with a SASL user's credentials, as on the admin listener.
 func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaRegistry, error) {
 	store := registry.NewLogStore(d.engine, d.reader)
-	if err := store.Create(ctx); err != nil {
-		return nil, err
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		store.Close()
