@@ -79,7 +79,9 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 	if d.guard != nil && d.guard.Required {
 		check = d.guard.Check
 	}
-	sr.srv = &http.Server{Handler: reg.Handler(check), ReadHeaderTimeout: 10 * time.Second}
+	// A slow client holds a connection no longer than a minute per request.
+	sr.srv = &http.Server{Handler: reg.Handler(check), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go sr.srv.Serve(ln)
 	return sr, nil
 }
