@@ -3,7 +3,9 @@ package registry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,12 +17,14 @@ func newHTTPClient() httpClient { return &http.Client{Timeout: time.Minute} }
 
 // forward sends a write to the registry at base, the broker leading
 // _schemas, and, once this broker's state has applied it, passes its
-// answer on.
-func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, base string, body []byte) {
+// answer on. It answers nothing and reports false when the leader could
+// not be reached at all (nothing was sent: it may have just died, and the
+// caller asks again who leads).
+func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, base string, body []byte) bool {
 	out, err := http.NewRequestWithContext(ctx, req.Method, base+req.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while forwarding the request to the leader: %v", err))
-		return
+		return true
 	}
 	for _, h := range []string{"Authorization", "Content-Type", "Accept"} {
 		if v := req.Header.Get(h); v != "" {
@@ -29,20 +33,24 @@ func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http
 	}
 	out.Header.Set(forwardedHeader, "1")
 	resp, err := r.http.Do(out)
+	var op *net.OpError
+	if err != nil && errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
+		return false
+	}
 	if err != nil {
 		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while forwarding the request to the leader: %v", err))
-		return
+		return true
 	}
 	defer resp.Body.Close()
 	ans, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.MaxBodyBytes+1<<20))
 	if err != nil {
 		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while reading the leader's answer: %v", err))
-		return
+		return true
 	}
 	if off, err := strconv.ParseInt(resp.Header.Get(offsetHeader), 10, 64); err == nil {
 		if err := r.waitApplied(ctx, off); err != nil {
 			writeError(w, errTimeout("applying the leader's write here"))
-			return
+			return true
 		}
 		w.Header().Set(offsetHeader, strconv.FormatInt(off, 10))
 	}
@@ -54,4 +62,5 @@ func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(ans)
+	return true
 }

@@ -372,16 +372,16 @@ func (r *Registry) serveWrite(prepare func(req *http.Request, body []byte) (deci
 				return
 			}
 			base, ferr := r.fwd.LeaderURL(ctx)
-			if ferr == nil {
-				r.forward(ctx, w, req, base, body)
+			if ferr == nil && r.forward(ctx, w, req, base, body) {
 				return
 			}
-			if !errors.Is(ferr, ErrNoLeader) {
+			if ferr != nil && !errors.Is(ferr, ErrNoLeader) {
 				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: %v", ferr))
 				return
 			}
-			// No leader yet, or this broker is taking the leadership
-			// over: try again shortly.
+			// No leader yet, this broker is taking the leadership over,
+			// or the leader could not be reached (it may have died, and
+			// its leadership moves within a lease): try again shortly.
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-ctx.Done():

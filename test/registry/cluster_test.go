@@ -113,3 +113,55 @@ func TestClusterConcurrentIDs(t *testing.T) {
 		}
 	}
 }
+
+// schemasLeader is the index of the broker leading _schemas-0.
+func schemasLeader(t *testing.T, c *testcluster.Cluster, alive int) int {
+	t.Helper()
+	addr := c.Broker(alive).Addr()
+	adm := kadm.NewClient(testbroker.NewClient(t, addr, kgo.SeedBrokers(addr)))
+	md, err := adm.Metadata(context.Background(), "_schemas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := md.Topics["_schemas"].Partitions[0]
+	if !ok || p.Leader < 1 {
+		t.Fatalf("_schemas-0 has no leader: %+v", md.Topics["_schemas"])
+	}
+	return int(p.Leader) - 1
+}
+
+// TestClusterLeaderKilled SIGKILLs the broker leading _schemas after some
+// registrations: a surviving broker's next registration waits for the new
+// leader, which first catches up, so the new id follows the last one and
+// a schema registered before the kill keeps its id.
+func TestClusterLeaderKilled(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	url := func(i int) string { return "http://" + c.Broker(i).RegistryAddr() }
+	for i := range 10 {
+		a := call(t, "POST", url(i%3)+"/subjects/before-"+strconv.Itoa(i)+"/versions", schemaBody(recordSchema(i)))
+		if string(a.body) != fmt.Sprintf(`{"id":%d}`, i+1) {
+			t.Fatalf("registration %d: %d %s", i, a.status, a.body)
+		}
+	}
+	leader := schemasLeader(t, c, 0)
+	c.KillBroker(leader)
+	survivor := (leader + 1) % 3
+	a := call(t, "POST", url(survivor)+"/subjects/after/versions", schemaBody(recordSchema(100)))
+	if string(a.body) != `{"id":11}` {
+		t.Fatalf("first registration after killing broker %d (via %d): %d %s; want id 11", leader+1, survivor+1, a.status, a.body)
+	}
+	a = call(t, "POST", url(survivor)+"/subjects/again/versions", schemaBody(recordSchema(3)))
+	if string(a.body) != `{"id":4}` {
+		t.Fatalf("a schema registered before the kill, under a new subject: %d %s; want its id 4", a.status, a.body)
+	}
+	if nl := schemasLeader(t, c, survivor); nl == leader {
+		t.Fatalf("broker %d still leads _schemas after its kill", leader+1)
+	}
+	other := 3 - leader - survivor
+	for i := range 10 {
+		a := call(t, "GET", url(other)+"/schemas/ids/"+strconv.Itoa(i+1)+"/schema", nil)
+		if string(a.body) != recordSchema(i) {
+			t.Fatalf("broker %d, id %d: %d %s", other+1, i+1, a.status, a.body)
+		}
+	}
+}
