@@ -115,6 +115,10 @@ func TestRESTConformance(t *testing.T) {
 		{"GET", "/schemas/ids/3", nil, 404, 40403, "", ""},
 		{"GET", "/schemas/ids/2", nil, 404, 40403, "", ""},
 		{"GET", "/schemas/ids/1", nil, 200, 0, "", `User`},
+		// Subject names are path segments: "/" travels as %2F.
+		{"POST", "/subjects/team%2Fusers/versions", schemaBody(userV1), 200, 0, `{"id":1}`, ""},
+		{"GET", "/schemas/ids/1/subjects", nil, 200, 0, "", `"team/users"`},
+		{"GET", "/subjects/team%2Fusers/versions/1", nil, 200, 0, "", `"subject":"team/users"`},
 		// What is not an API.
 		{"GET", "/nope", nil, 404, 404, "", ""},
 		{"PATCH", "/subjects", nil, 405, 405, "", ""},

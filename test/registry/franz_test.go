@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
@@ -116,6 +118,12 @@ func TestFranzSR(t *testing.T) {
 	v4, err := cl.CreateSchema(ctx, "orders-value", sr.Schema{Schema: `{"type":"record","name":"Order","fields":[{"name":"n","type":"int"}]}`})
 	if err != nil || v4.ID != 4 {
 		t.Fatalf("a new schema after deletions: %+v, %v; want id 4", v4, err)
+	}
+
+	// _schemas is internal: clients read it, never write it.
+	pr := b.Client(t).ProduceSync(ctx, &kgo.Record{Topic: "_schemas", Key: []byte(`{"keytype":"NOOP","magic":0}`)})
+	if err := pr.FirstErr(); !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("producing to _schemas: %v, want INVALID_TOPIC_EXCEPTION", err)
 	}
 
 	// The produce path's lookups.
