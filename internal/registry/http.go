@@ -60,6 +60,7 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		}
 		return out, nil
 	})})
+	route("/schemas", map[string]http.HandlerFunc{"GET": get(listSchemas)})
 	route("/schemas/ids/{id}", map[string]http.HandlerFunc{"GET": get(r.getSchemaByID)})
 	route("/schemas/ids/{id}/schema", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
 		c, e := schemaOf(req, st)
@@ -271,6 +272,37 @@ func (st *state) usages(id int, deleted bool) []usage {
 		}
 	}
 	return out
+}
+
+// listSchemas answers GET /schemas: every version of every subject
+// (?subjectPrefix=, ?deleted=true, ?latestOnly=true, ?offset=, ?limit=).
+func listSchemas(req *http.Request, st *state) (any, *Error) {
+	q := req.URL.Query()
+	deleted, latestOnly := flag(req, "deleted"), flag(req, "latestOnly")
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 {
+		limit = -1
+	}
+	out := []subjectVersionJSON{}
+	for _, s := range st.subjectNames(q.Get("subjectPrefix"), deleted) {
+		vs := st.live(s, deleted)
+		if latestOnly {
+			vs = vs[len(vs)-1:]
+		}
+		for _, v := range vs {
+			if offset > 0 {
+				offset--
+				continue
+			}
+			if limit == 0 {
+				return out, nil
+			}
+			out = append(out, versionJSON(s, v, st.schemas[v.id]))
+			limit--
+		}
+	}
+	return out, nil
 }
 
 func schemaOf(req *http.Request, st *state) (*content, *Error) {
