@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -18,8 +19,9 @@ func newHTTPClient() httpClient { return &http.Client{Timeout: time.Minute} }
 // forward sends a write to the registry at base, the broker leading
 // _schemas, and, once this broker's state has applied it, passes its
 // answer on. It answers nothing and reports false when the leader could
-// not be reached at all (nothing was sent: it may have just died, and the
-// caller asks again who leads).
+// not be reached or no longer leads (nothing was written: it may have just
+// died, or is still taking the leadership over; the caller asks again who
+// leads).
 func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http.Request, base string, body []byte) bool {
 	out, err := http.NewRequestWithContext(ctx, req.Method, base+req.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -46,6 +48,12 @@ func (r *Registry) forward(ctx context.Context, w http.ResponseWriter, req *http
 	if err != nil {
 		writeError(w, newErr(http.StatusInternalServerError, codeForwardingFailed, "Error while reading the leader's answer: %v", err))
 		return true
+	}
+	if resp.StatusCode == http.StatusInternalServerError {
+		var e Error
+		if json.Unmarshal(ans, &e) == nil && e.Code == codeUnknownLeader && ctx.Err() == nil {
+			return false // it no longer leads: nothing was written
+		}
 	}
 	if off, err := strconv.ParseInt(resp.Header.Get(offsetHeader), 10, 64); err == nil {
 		if err := r.waitApplied(ctx, off); err != nil {

@@ -397,13 +397,17 @@ func (r *Registry) serveWrite(prepare func(req *http.Request, body []byte) (deci
 			if !errors.Is(err, ErrNotLeader) {
 				break
 			}
-			if req.Header.Get(forwardedHeader) != "" || r.fwd == nil {
-				// Leadership moved while the request travelled: the
-				// forwarding broker's client retries.
+			if r.fwd == nil {
 				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: this broker does not lead %s", Topic))
 				return
 			}
 			base, ferr := r.fwd.LeaderURL(ctx)
+			if ferr == nil && req.Header.Get(forwardedHeader) != "" {
+				// Leadership moved while the request travelled: the
+				// broker that forwarded it asks again who leads.
+				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: this broker does not lead %s", Topic))
+				return
+			}
 			if ferr == nil && r.forward(ctx, w, req, base, body) {
 				return
 			}
@@ -411,9 +415,10 @@ func (r *Registry) serveWrite(prepare func(req *http.Request, body []byte) (deci
 				writeError(w, newErr(http.StatusInternalServerError, codeUnknownLeader, "Unknown leader: %v", ferr))
 				return
 			}
-			// No leader yet, this broker is taking the leadership over,
-			// or the leader could not be reached (it may have died, and
-			// its leadership moves within a lease): try again shortly.
+			// No leader yet, this broker is taking the leadership over
+			// (the forwarding broker already counts it as the leader),
+			// or the leader could not be reached or had just lost the
+			// leadership: try again shortly.
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-ctx.Done():
