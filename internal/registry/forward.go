@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,7 +15,11 @@ import (
 
 type httpClient = *http.Client
 
-func newHTTPClient() httpClient { return &http.Client{Timeout: time.Minute} }
+func newHTTPClient(tc *tls.Config) httpClient {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Timeout: time.Minute, Transport: tr}
+}
 
 // forward sends a write to the registry at base, the broker leading
 // _schemas, and, once this broker's state has applied it, passes its

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// WriteTimeout bounds a write: catching up, appending, applying.
 	WriteTimeout time.Duration
+	// ForwardTLS, when set, is the client TLS configuration writes are
+	// forwarded to the leader's registry with (its listener serves TLS).
+	ForwardTLS *tls.Config
 }
 
 // DefaultConfig is the default configuration.
@@ -105,7 +109,7 @@ func New(cfg Config, store Store, fwd Forwarder, logger *slog.Logger) *Registry 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{cfg: cfg, store: store, fwd: fwd, log: logger, st: newState(), moved: make(chan struct{}),
-		ready: make(chan struct{}), http: newHTTPClient()}
+		ready: make(chan struct{}), http: newHTTPClient(cfg.ForwardTLS)}
 }
 
 // Run applies _schemas to the state until ctx ends.

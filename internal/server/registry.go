@@ -2,16 +2,20 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/adminapi"
+	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/registry"
@@ -41,8 +45,12 @@ type registryDeps struct {
 	node   int32
 	host   string    // the advertised Kafka host, for a wildcard bind
 	reader []kgo.Opt // cluster mode: a client of the inter-broker listener
-	guard  *adminapi.Guard
-	logger *slog.Logger
+	// serverTLS, when the broker has TLS listeners, makes the registry
+	// serve HTTPS with the broker's certificate; clientTLS is how it
+	// reaches other brokers' registries then.
+	serverTLS, clientTLS *tls.Config
+	guard                *adminapi.Guard
+	logger               *slog.Logger
 }
 
 // startRegistry starts tailing _schemas (created by the first write) and
@@ -55,6 +63,10 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 		store.Close()
 		return nil, fmt.Errorf("schema_registry.listen: %w", err)
 	}
+	scheme := "http://"
+	if d.serverTLS != nil {
+		ln, scheme = tls.NewListener(ln, d.serverTLS), "https://"
+	}
 	var fwd registry.Forwarder
 	if d.glue != nil {
 		adv := ln.Addr().String()
@@ -66,9 +78,11 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 			store.Close()
 			return nil, fmt.Errorf("schema registry: publishing its address: %w", err)
 		}
-		fwd = registryLeader{glue: d.glue, md: d.md, self: d.node}
+		fwd = registryLeader{glue: d.glue, md: d.md, self: d.node, scheme: scheme}
 	}
-	reg := registry.New(registry.DefaultConfig(), store, fwd, d.logger)
+	rcfg := registry.DefaultConfig()
+	rcfg.ForwardTLS = d.clientTLS
+	reg := registry.New(rcfg, store, fwd, d.logger)
 	rctx, cancel := context.WithCancel(context.Background())
 	sr := &schemaRegistry{reg: reg, store: store, ln: ln, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -98,9 +112,10 @@ func (sr *schemaRegistry) close() {
 
 // registryLeader finds the registry of the broker leading _schemas.
 type registryLeader struct {
-	glue *clusterGlue
-	md   meta.Store
-	self int32
+	glue   *clusterGlue
+	md     meta.Store
+	self   int32
+	scheme string // http:// or https://
 }
 
 func (l registryLeader) LeaderURL(ctx context.Context) (string, error) {
@@ -112,7 +127,7 @@ func (l registryLeader) LeaderURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the registry address of broker %d: %w", id, err)
 	}
-	return "http://" + string(kv.Value), nil
+	return l.scheme + string(kv.Value), nil
 }
 
 // RegistryAddr is the schema registry listener's address, or "".
@@ -130,4 +145,38 @@ func (s *Server) SchemaRegistry() *registry.Registry {
 		return nil
 	}
 	return s.registry.reg
+}
+
+// registryTLS is the registry's TLS when any Kafka listener uses TLS: the
+// broker's certificate (and client certificate policy) to serve, and to
+// forward writes to other brokers the CA of cluster.inter_broker_ca_file
+// (else the system's roots) with this broker's certificate presented.
+func registryTLS(cfg config.Config, specs []config.Listener) (server, client *tls.Config, err error) {
+	on := false
+	for _, l := range specs {
+		on = on || l.TLS()
+	}
+	if !on {
+		return nil, nil, nil
+	}
+	if server, err = cfg.TLS.ServerConfig(); err != nil {
+		return nil, nil, err
+	}
+	client = &tls.Config{MinVersion: tls.VersionTLS12}
+	if f := cfg.Cluster.InterBrokerCAFile; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
+		}
+		client.RootCAs = x509.NewCertPool()
+		if !client.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+	}
+	client.Certificates = []tls.Certificate{cert}
+	return server, client, nil
 }

@@ -471,7 +471,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		if glue != nil {
 			d.reader = append([]kgo.Opt{kgo.SeedBrokers(interAddr)}, interOpts...)
 		}
-		if s.registry, err = startRegistry(ctx, cfg.SchemaRegistry.Listen, d); err != nil {
+		if d.serverTLS, d.clientTLS, err = registryTLS(cfg, lspecs); err == nil {
+			s.registry, err = startRegistry(ctx, cfg.SchemaRegistry.Listen, d)
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
