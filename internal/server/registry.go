@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -148,9 +146,8 @@ func (s *Server) SchemaRegistry() *registry.Registry {
 }
 
 // registryTLS is the registry's TLS when any Kafka listener uses TLS: the
-// broker's certificate (and client certificate policy) to serve, and to
-// forward writes to other brokers the CA of cluster.inter_broker_ca_file
-// (else the system's roots) with this broker's certificate presented.
+// broker's certificate (and client certificate policy) to serve, and the
+// inter-broker client TLS to forward writes to other brokers.
 func registryTLS(cfg config.Config, specs []config.Listener) (server, client *tls.Config, err error) {
 	on := false
 	for _, l := range specs {
@@ -162,21 +159,8 @@ func registryTLS(cfg config.Config, specs []config.Listener) (server, client *tl
 	if server, err = cfg.TLS.ServerConfig(); err != nil {
 		return nil, nil, err
 	}
-	client = &tls.Config{MinVersion: tls.VersionTLS12}
-	if f := cfg.Cluster.InterBrokerCAFile; f != "" {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
-		}
-		client.RootCAs = x509.NewCertPool()
-		if !client.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
-		}
+	if client, err = interBrokerTLS(cfg); err != nil {
+		return nil, nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
-	}
-	client.Certificates = []tls.Certificate{cert}
 	return server, client, nil
 }

@@ -700,25 +700,36 @@ func interBrokerOpts(cfg config.Config, ib config.Listener) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	if ib.TLS() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if f := cfg.Cluster.InterBrokerCAFile; f != "" {
-			pem, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
-			}
-		}
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		tc, err := interBrokerTLS(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+			return nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	return opts, nil
+}
+
+// interBrokerTLS is how a broker reaches another over TLS: checking its
+// certificate against cluster.inter_broker_ca_file (else the system's
+// roots) and presenting its own.
+func interBrokerTLS(cfg config.Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f := cfg.Cluster.InterBrokerCAFile; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+	}
+	tc.Certificates = []tls.Certificate{cert}
+	return tc, nil
 }
 
 // securityConfigs are the listener, SASL, TLS and authorizer settings as
