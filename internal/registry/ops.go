@@ -168,6 +168,9 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 		ver = req.Version
 	}
 	text, refs := req.Schema, req.References
+	if len(refs) == 0 {
+		refs = nil
+	}
 	if c := st.schemas[id]; c != nil {
 		text, refs = c.text, c.refs // one id, one text
 	}

@@ -44,7 +44,10 @@ func newState() *state {
 
 // identity is the key that makes two registrations the same schema.
 func identity(t schema.Type, canonical string, refs []Reference) string {
-	r, _ := json.Marshal(refs)
+	var r []byte
+	if len(refs) > 0 { // no references and "references": [] are the same
+		r, _ = json.Marshal(refs)
+	}
 	return string(t) + "\x00" + canonical + "\x00" + string(r)
 }
 

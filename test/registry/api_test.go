@@ -34,6 +34,7 @@ func TestRESTConformance(t *testing.T) {
 		{"POST", "/subjects/s/versions", "{not json", 422, 422, "", ""},
 		{"POST", "/subjects/s/versions", schemaBody(userV1), 200, 0, `{"id":1}`, ""},
 		{"POST", "/subjects/s/versions", map[string]any{"schema": userV1, "schemaType": "AVRO"}, 200, 0, `{"id":1}`, ""},
+		{"POST", "/subjects/s/versions", map[string]any{"schema": userV1, "references": []any{}}, 200, 0, `{"id":1}`, ""},
 		{"POST", "/subjects/s/versions", schemaBody(userV2), 200, 0, `{"id":2}`, ""},
 		{"POST", "/subjects/s/versions", schemaBody(userBad), 409, 409, "", ""},
 		{"POST", "/subjects/s/versions", map[string]any{"schema": userV2, "id": 7}, 422, 42205, "", ""},
