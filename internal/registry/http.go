@@ -490,7 +490,8 @@ func decodeJSON(body []byte, v any) *Error {
 		return errBadRequest("The request body is empty")
 	}
 	if err := strictJSON(body, v); err != nil {
-		return newErr(http.StatusUnprocessableEntity, http.StatusUnprocessableEntity, "Unprocessable JSON body: %v", err)
+		// As Confluent's JSON parse and mapping errors: 400.
+		return errBadRequest("Unparsable JSON body: %v", err)
 	}
 	return nil
 }
