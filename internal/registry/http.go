@@ -453,6 +453,17 @@ func (r *Registry) readBody(w http.ResponseWriter, req *http.Request) ([]byte, *
 			return nil, newErr(http.StatusUnsupportedMediaType, http.StatusUnsupportedMediaType, "HTTP 415 Unsupported Media Type: %q", ct)
 		}
 	}
+	// The body is held until the request is answered; what all requests
+	// may hold at once is bounded. A body of unknown length counts as the
+	// largest allowed.
+	n := r.cfg.MaxBodyBytes
+	if req.ContentLength >= 0 && req.ContentLength < n {
+		n = req.ContentLength
+	}
+	if err := r.bodies.Acquire(req.Context(), n); err != nil {
+		return nil, errTimeout("waiting for memory to read the request body")
+	}
+	context.AfterFunc(req.Context(), func() { r.bodies.Release(n) })
 	b, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError

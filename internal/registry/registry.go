@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/sluice-mq/sluice/internal/schema"
 )
 
@@ -44,6 +46,9 @@ var ErrNoLeader = errors.New("registry: no other broker leads " + Topic + " at t
 type Config struct {
 	// MaxBodyBytes bounds a request body (a schema and its envelope).
 	MaxBodyBytes int64
+	// BodyBudgetBytes bounds the bodies all requests hold at once: past
+	// it, requests wait to read theirs.
+	BodyBudgetBytes int64
 	// WriteTimeout bounds a write: catching up, appending, applying.
 	WriteTimeout time.Duration
 	// ForwardTLS, when set, is the client TLS configuration writes are
@@ -53,7 +58,7 @@ type Config struct {
 
 // DefaultConfig is the default configuration.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, WriteTimeout: 30 * time.Second}
+	return Config{MaxBodyBytes: 8 << 20, BodyBudgetBytes: 64 << 20, WriteTimeout: 30 * time.Second}
 }
 
 // SchemaInfo is a registered schema as SchemaByID returns it; shared,
@@ -77,6 +82,8 @@ type Registry struct {
 	fwd   Forwarder
 	log   *slog.Logger
 	http  httpClient
+	// bodies is the budget of request bodies held at once.
+	bodies *semaphore.Weighted
 
 	writeMu sync.Mutex // one write at a time (leader side); before mu
 
@@ -105,11 +112,12 @@ func New(cfg Config, store Store, fwd Forwarder, logger *slog.Logger) *Registry 
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultConfig().WriteTimeout
 	}
+	cfg.BodyBudgetBytes = max(cfg.BodyBudgetBytes, cfg.MaxBodyBytes)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{cfg: cfg, store: store, fwd: fwd, log: logger, st: newState(), moved: make(chan struct{}),
-		ready: make(chan struct{}), http: newHTTPClient(cfg.ForwardTLS)}
+		ready: make(chan struct{}), http: newHTTPClient(cfg.ForwardTLS), bodies: semaphore.NewWeighted(cfg.BodyBudgetBytes)}
 }
 
 // Run applies _schemas to the state until ctx ends.
