@@ -1,7 +1,7 @@
 # sluice: build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test test-deps vet unit bench
+.PHONY: all build test test-deps vet unit bench screenshots
 
 all: build
 
@@ -25,3 +25,8 @@ test: test-deps vet
 bench: test-deps
 	SLUICE_LONG=1 $(GO) test ./test/... -run . -timeout 60m
 	$(GO) test ./... -run '^$$' -bench . -benchmem -timeout 60m
+
+# Screenshots of the web console's pages (docs/images/), taken by the
+# console's browser test in headless chromium.
+screenshots: test-deps
+	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./test/console/ -run 'TestConsole$$' -count=1

@@ -6,6 +6,7 @@
 #   python3-requests         confluent-kafka-python's SchemaRegistryClient needs it
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
+#   chromium                 the headless browser of the web console's tests
 #   versitygw                the S3-compatible server of the object-store tests,
 #                            built by install-versitygw.sh (go install; no root)
 # Idempotent and quiet when everything is present. Installs only as root
@@ -14,7 +15,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard)
+packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard chromium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -52,22 +52,33 @@ func (g *Guard) Authenticate(h http.Handler) http.Handler {
 // Allow reports whether the request's principal may do op on the
 // resource; it writes 403 and returns false when not.
 func (g *Guard) Allow(w http.ResponseWriter, r *http.Request, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
-	if g == nil || g.Authz == nil || !g.Authz.Enabled() {
+	if g.Permitted(r, op, rt, name) {
 		return true
 	}
-	principal, _ := r.Context().Value(principalKey{}).(string)
-	if principal == "" {
-		principal = "ANONYMOUS"
+	Error(w, http.StatusForbidden, "User:"+Principal(r)+" may not "+op.String()+" "+rt.String()+" "+name)
+	return false
+}
+
+// Principal is the request's authenticated principal name ("ANONYMOUS"
+// without SASL).
+func Principal(r *http.Request) string {
+	if p, _ := r.Context().Value(principalKey{}).(string); p != "" {
+		return p
+	}
+	return "ANONYMOUS"
+}
+
+// Permitted reports whether the request's principal may do op on the
+// resource, writing nothing (for filtering lists).
+func (g *Guard) Permitted(r *http.Request, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	if g == nil || g.Authz == nil || !g.Authz.Enabled() {
+		return true
 	}
 	host := r.RemoteAddr
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	if g.Authz.Authorized("User:"+principal, host, op, rt, name) {
-		return true
-	}
-	Error(w, http.StatusForbidden, "User:"+principal+" may not "+op.String()+" "+rt.String()+" "+name)
-	return false
+	return g.Authz.Authorized("User:"+Principal(r), host, op, rt, name)
 }
 
 // Require wraps h so that it runs only when the principal may do op on the
@@ -78,4 +89,10 @@ func (g *Guard) Require(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name func
 			h.ServeHTTP(w, r)
 		}
 	})
+}
+
+// WithPrincipal returns ctx carrying principal, for a request made in
+// process on a principal's behalf (the console).
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
 }

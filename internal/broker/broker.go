@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,6 +45,11 @@ type Config struct {
 	DataDir string
 	// Topology is cluster membership and leadership; nil is a single node.
 	Topology Topology
+	// TopicNamePattern, when set, is the governance policy topic names must
+	// match to be created (CreateTopics, auto-creation, the admin API);
+	// others are refused with ErrPolicy (POLICY_VIOLATION). Internal
+	// topics are exempt.
+	TopicNamePattern *regexp.Regexp
 }
 
 // Broker is one node's view of the cluster.
@@ -143,9 +149,20 @@ type CreateTopicRequest struct {
 	ValidateOnly bool
 }
 
+// CheckNamePolicy refuses a name the governance pattern does not match.
+func (b *Broker) CheckNamePolicy(name string) error {
+	if p := b.cfg.TopicNamePattern; p != nil && !p.MatchString(name) {
+		return fmt.Errorf("%w: topic name %q does not match the naming policy %s (governance.topic_name_pattern)", ErrPolicy, name, p)
+	}
+	return nil
+}
+
 // CreateTopic validates and (unless ValidateOnly) creates a topic.
 func (b *Broker) CreateTopic(ctx context.Context, r CreateTopicRequest) (log.TopicInfo, error) {
 	if err := ValidateTopicName(r.Name); err != nil {
+		return log.TopicInfo{}, err
+	}
+	if err := b.CheckNamePolicy(r.Name); err != nil {
 		return log.TopicInfo{}, err
 	}
 	if err := RefuseInternal("create", r.Name); err != nil {
@@ -352,6 +369,9 @@ func (b *Broker) TopicForMetadata(ctx context.Context, name string, allowAutoCre
 		return log.TopicInfo{}, false, log.ErrUnknownTopicOrPartition
 	}
 	if err := ValidateTopicName(name); err != nil {
+		return log.TopicInfo{}, false, err
+	}
+	if err := b.CheckNamePolicy(name); err != nil {
 		return log.TopicInfo{}, false, err
 	}
 	b.createMu.Lock()

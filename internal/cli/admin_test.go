@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,6 +31,12 @@ func TestAdminAPISecurity(t *testing.T) {
 	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
 		t.Fatalf("create ACL: %v %v", err, res)
 	}
+	topicACL := kadm.NewACLs().Allow("User:alice").ResourcePatternType(kadm.ACLPatternPrefixed).Topics("alice-").Operations(kadm.OpDescribe)
+	if res, err := adm.CreateACLs(ctx, topicACL); err != nil || res[0].Err != nil {
+		t.Fatalf("create topic ACL: %v %v", err, res)
+	}
+	testbroker.CreateTopic(t, b.Addr(), "alice-orders", 1, nil)
+	testbroker.CreateTopic(t, b.Addr(), "bob-orders", 1, nil)
 	status := func(path, user, pass string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+path, nil)
 		if user != "" {
@@ -60,10 +67,27 @@ func TestAdminAPISecurity(t *testing.T) {
 		{"/v1/diagnose/broker", "alice", "alice-secret", 403},
 		{"/v1/trace?topic=t&key=k", "alice", "alice-secret", 403},
 		{"/v1/nothing", "ops", "ops-secret", 404},
+		{"/v1/topics/alice-orders", "alice", "alice-secret", 200},
+		{"/v1/topics/bob-orders", "alice", "alice-secret", 403},
 	} {
 		if got := status(c.path, c.user, c.pass); got != c.want {
 			t.Errorf("GET %s as %q: %d, want %d", c.path, c.user, got, c.want)
 		}
+	}
+	// Lists show only what the principal may describe.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/v1/topics", nil)
+	req.SetBasicAuth("alice", "alice-secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Total int `json:"total"`
+	}
+	json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if list.Total != 1 {
+		t.Fatalf("alice sees %d topics, want 1 (alice-orders)", list.Total)
 	}
 	// The CLI takes the same --sasl-user and SLUICE_SASL_PASSWORD as the
 	// Kafka commands.

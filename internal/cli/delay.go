@@ -32,20 +32,36 @@ func delayCommand() *cobra.Command {
 		Short: "Show and cancel pending delayed records (needs the broker's --admin-listen)",
 	}
 	addAdminFlags(cmd.PersistentFlags())
+	cmd.PersistentFlags().Lookup(adminFlag).Usage = "the broker's admin HTTP address; in a cluster every broker's, comma-separated (env " + AdminEnv + " when the flag is not set)"
 	cmd.AddCommand(delayStatsCommand(), delayCancelCommand())
 	return cmd
 }
 
-func adminURL(cmd *cobra.Command, path string, q url.Values) (string, error) {
+// adminAddrs are the admin addresses given (--admin, or SLUICE_ADMIN),
+// one per broker.
+func adminAddrs(cmd *cobra.Command) ([]string, error) {
 	addr, err := cmd.Flags().GetString(adminFlag)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !cmd.Flags().Changed(adminFlag) {
 		if env, ok := os.LookupEnv(AdminEnv); ok && strings.TrimSpace(env) != "" {
 			addr = strings.TrimSpace(env)
 		}
 	}
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --%s is empty", ErrBadFlag, adminFlag)
+	}
+	return out, nil
+}
+
+func adminURL(addr, path string, q url.Values) (string, error) {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
@@ -56,49 +72,50 @@ func adminURL(cmd *cobra.Command, path string, q url.Values) (string, error) {
 	return u, nil
 }
 
-// adminCall sends one request and decodes a JSON answer into out; an
-// answer other than 200 is an error carrying the broker's message.
+// adminCall sends one request to the first broker given and decodes a
+// JSON answer into out; an answer other than 200 is an error carrying the
+// broker's message.
 func adminCall(cmd *cobra.Command, method, path string, q url.Values, out any) error {
-	u, err := adminURL(cmd, path, q)
+	addrs, err := adminAddrs(cmd)
 	if err != nil {
 		return err
 	}
+	_, err = adminCallTo(cmd, addrs[0], method, path, q, out)
+	return err
+}
+
+// adminCallTo is adminCall to the broker at addr; it also returns the
+// HTTP status (0 when the broker was not reached).
+func adminCallTo(cmd *cobra.Command, addr, method, path string, q url.Values, out any) (int, error) {
+	u, err := adminURL(addr, path, q)
+	if err != nil {
+		return 0, err
+	}
 	req, err := http.NewRequestWithContext(cmd.Context(), method, u, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	adminAuth(cmd, req)
 	cl := &http.Client{Timeout: 60 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return fmt.Errorf("reaching the broker's admin listener (the broker serves it with --admin-listen; point --admin at it): %w", err)
+		return 0, fmt.Errorf("reaching the broker's admin listener at %s (the broker serves it with --admin-listen; point --admin at it): %w", addr, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return resp.StatusCode, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s", e.Error)
+			return resp.StatusCode, fmt.Errorf("%s", e.Error)
 		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
-	return json.Unmarshal(body, out)
-}
-
-type delayStats struct {
-	Buckets []string `json:"buckets"`
-	Topics  []struct {
-		Topic    string  `json:"topic"`
-		Pending  int64   `json:"pending"`
-		FirstDue int64   `json:"first_due_ms"`
-		LastDue  int64   `json:"last_due_ms"`
-		DueIn    []int64 `json:"due_in"`
-	} `json:"topics"`
+	return resp.StatusCode, json.Unmarshal(body, out)
 }
 
 func delayStatsCommand() *cobra.Command {
@@ -106,22 +123,36 @@ func delayStatsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats [topic]",
 		Short: "Pending delayed records per topic, with a histogram of how soon they are due",
+		Long: `Pending delayed records per topic, with a histogram of how soon they are due.
+
+Each broker answers for the delay store partitions it leads, from memory. In a
+cluster give every broker's admin address (--admin a:9644,b:9644,c:9644): the
+answers are merged, and store partitions that no broker answered for (or that
+two did, while leadership moves) are named.`,
 		Example: `  sluice delay stats
-  sluice delay stats orders --admin localhost:9644`,
+  sluice delay stats orders --admin localhost:9644
+  sluice delay stats --admin broker-1:9644,broker-2:9644,broker-3:9644`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := url.Values{}
 			if len(args) == 1 {
 				q.Set("topic", args[0])
 			}
-			var st delayStats
-			if err := adminCall(cmd, http.MethodGet, "/v1/delay/stats", q, &st); err != nil {
+			addrs, err := adminAddrs(cmd)
+			if err != nil {
+				return err
+			}
+			st, err := gatherStats(cmd, addrs, q)
+			if err != nil {
 				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
+			}
+			if msg := st.coverage(); msg != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), msg)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprint(w, "TOPIC\tPENDING\tFIRST DUE\tLAST DUE")
@@ -139,7 +170,7 @@ func delayStatsCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the broker's JSON answer")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the (merged) JSON answer")
 	return cmd
 }
 
@@ -173,20 +204,18 @@ func delayCancelCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("%w: give --topic, --partition and --offset, or --message-id", ErrBadFlag)
 			}
-			var res struct {
-				Cancelled []struct {
-					Topic     string `json:"topic"`
-					Partition int32  `json:"partition"`
-					Offset    int64  `json:"offset"`
-				} `json:"cancelled"`
-			}
-			if err := adminCall(cmd, http.MethodPost, "/v1/delay/cancel", q, &res); err != nil {
+			addrs, err := adminAddrs(cmd)
+			if err != nil {
 				return err
 			}
-			for _, c := range res.Cancelled {
+			res, err := cancelAll(cmd, addrs, q, msgID != "")
+			if err != nil {
+				return err
+			}
+			for _, c := range res {
 				fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s-%d offset %d\n", c.Topic, c.Partition, c.Offset)
 			}
-			if len(res.Cancelled) == 0 {
+			if len(res) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "no pending record matched")
 			}
 			return nil

@@ -36,6 +36,12 @@ func TestDelayCommands(t *testing.T) {
 	if !strings.Contains(out, topic) || !strings.Contains(strings.Fields(out[strings.Index(out, topic):])[1], "2") {
 		t.Fatalf("stats before cancel:\n%s", out)
 	}
+	// The same broker given twice: its store partitions are answered for
+	// twice, which the merge says (on stderr) and counts twice.
+	r := run(t, "", "", "delay", "stats", topic, "--admin", admin+","+admin)
+	if r.err != nil || !strings.Contains(r.stderr, "answered for twice") || !strings.Contains(strings.Fields(r.stdout[strings.Index(r.stdout, topic):])[1], "4") {
+		t.Fatalf("stats of the broker twice: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
 	off := res[0].Record.Offset
 	out = mustRun(t, "", "", "delay", "cancel", "--admin", admin, "--topic", topic, "--partition", "1", "--offset", strconv.FormatInt(off, 10))
 	if !strings.Contains(out, "cancelled "+topic+"-1 offset "+strconv.FormatInt(off, 10)) {

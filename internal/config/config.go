@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,10 @@ type Delay struct {
 	Horizon time.Duration `yaml:"horizon"`
 	// MemoryEntries bounds the records indexed in memory per store partition.
 	MemoryEntries int `yaml:"memory_entries"`
+	// StoreMinCompactionLag is the min.compaction.lag.ms of the store
+	// topic: held records younger than this are not rewritten by its
+	// compaction (default 1h; 0: the broker's default).
+	StoreMinCompactionLag time.Duration `yaml:"store_min_compaction_lag"`
 }
 
 // Lag configures the lag verdicts (internal/lag, docs/lag.md).
@@ -129,6 +134,15 @@ type SchemaRegistry struct {
 // DefaultSchemaRegistryListen is the registry's default address:
 // Confluent's port, on the loopback interface only.
 const DefaultSchemaRegistryListen = "127.0.0.1:8081"
+
+// Governance holds topic policies (docs/governance.md).
+type Governance struct {
+	// TopicNamePattern is a regular expression (RE2, anchored by the
+	// writer) every new topic's name must match; empty: any name. The
+	// documented example is {domain}.{event}.v{N}:
+	// ^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[0-9]+$
+	TopicNamePattern string `yaml:"topic_name_pattern"`
+}
 
 // S3 puts the data objects in a bucket of an S3-compatible service
 // (cluster mode); with no endpoint they stay in data_dir. The keys are those
@@ -298,6 +312,12 @@ type Config struct {
 	// lookups, compaction); work past it waits for its turn. 0: an eighth
 	// of the memory budget.
 	DecompressBudgetBytes int64 `yaml:"decompress_budget_bytes"`
+	// CleanerDedupeBufferBytes bounds compaction's key map (Kafka's
+	// log.cleaner.dedupe.buffer.size): 24 bytes a key. A compacted
+	// partition whose dirty part holds more distinct keys than fit is
+	// cleaned in several passes. 0: a thirty-second of the memory budget,
+	// 4 to 128 MiB.
+	CleanerDedupeBufferBytes int64 `yaml:"cleaner_dedupe_buffer_bytes"`
 	// DecompressRatio: a batch may hold at most this many times its
 	// topic's max.message.bytes once decompressed (at least 8 MiB, at
 	// most decompress_budget_bytes); past it produce refuses the batch
@@ -328,6 +348,9 @@ type Config struct {
 	Lineage Lineage `yaml:"lineage"`
 
 	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+
+	// Governance holds topic policies.
+	Governance Governance `yaml:"governance"`
 
 	S3 S3 `yaml:"s3"`
 
@@ -397,7 +420,7 @@ func Default() Config {
 			AbortCheckInterval:   10 * time.Second,
 		},
 		Delay: Delay{Enabled: true, StorePartitions: 8, MaxDelay: 90 * 24 * time.Hour,
-			Horizon: 10 * time.Minute, MemoryEntries: 250_000},
+			Horizon: 10 * time.Minute, MemoryEntries: 250_000, StoreMinCompactionLag: time.Hour},
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
 		Lineage:          Lineage{Enabled: true, FlushInterval: 30 * time.Second, MaxEdges: 100_000},
 		SchemaRegistry:   SchemaRegistry{Listen: DefaultSchemaRegistryListen},
@@ -473,6 +496,9 @@ func (c *Config) Validate() error {
 	if c.WALSegmentBytes != 0 && c.WALSegmentBytes < 1<<20 {
 		return bad("wal_segment_bytes", "must be 0 (from the memory budget) or >= 1048576, got %d", c.WALSegmentBytes)
 	}
+	if c.CleanerDedupeBufferBytes != 0 && (c.CleanerDedupeBufferBytes < 1<<20 || c.CleanerDedupeBufferBytes > 16<<30) {
+		return bad("cleaner_dedupe_buffer_bytes", "must be 0 (from the memory budget) or 1 MiB (1048576) to 16 GiB, got %d", c.CleanerDedupeBufferBytes)
+	}
 	if c.DecompressBudgetBytes != 0 && c.DecompressBudgetBytes < 8<<20 {
 		return bad("decompress_budget_bytes", "must be 0 (from the memory budget) or at least 8 MiB (8388608), got %d", c.DecompressBudgetBytes)
 	}
@@ -528,6 +554,11 @@ func (c *Config) Validate() error {
 	case t.AbortCheckInterval <= 0:
 		return bad("transactions.abort_check_interval", "must be > 0")
 	}
+	if p := c.Governance.TopicNamePattern; p != "" {
+		if _, err := regexp.Compile(p); err != nil {
+			return bad("governance.topic_name_pattern", "%q is not a regular expression: %v", p, err)
+		}
+	}
 	switch l := c.Lineage; {
 	case l.FlushInterval < 100*time.Millisecond:
 		return bad("lineage.flush_interval", "must be >= 100ms, got %s", l.FlushInterval)
@@ -553,6 +584,8 @@ func (c *Config) Validate() error {
 		return bad("delay.horizon", "must be >= 1s")
 	case d.MemoryEntries < 100:
 		return bad("delay.memory_entries", "must be >= 100")
+	case d.StoreMinCompactionLag < 0:
+		return bad("delay.store_min_compaction_lag", "must be >= 0, got %s", d.StoreMinCompactionLag)
 	}
 	if err := c.S3.validate(bad); err != nil {
 		return err

@@ -31,6 +31,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = -2 }},
 		{"wal_segment_bytes", func(c *Config) { c.WALSegmentBytes = 4096 }},
 		{"decompress_budget_bytes", func(c *Config) { c.DecompressBudgetBytes = 1 << 20 }},
+		{"cleaner_dedupe_buffer_bytes", func(c *Config) { c.CleanerDedupeBufferBytes = 1000 }},
 		{"memory_budget_mb", func(c *Config) { c.MemoryBudgetMB = 100 }},
 		{"memory_limit_mb", func(c *Config) { c.MemoryLimitMB = -5 }},
 		{"queued_max_request_bytes", func(c *Config) { c.QueuedMaxRequestBytes = 4096 }},
@@ -123,21 +124,25 @@ func TestMemoryPlan(t *testing.T) {
 	c := Default()
 	p := c.Memory(24 << 30)
 	if !p.Derived || p.Budget != 6<<30 || p.HeapLimit != (6<<30)/100*85 || p.WALSegmentBytes != 64<<20 ||
-		p.QueuedRequestBytes != 6<<30/8 || p.DecompressBytes != 6<<30/8 || p.MergeBytes != 64<<20 {
+		p.QueuedRequestBytes != 6<<30/8 || p.DecompressBytes != 6<<30/8 || p.MergeBytes != 64<<20 ||
+		p.CompactMapBytes != 128<<20 || p.CompactObjectBytes != 16<<20 {
 		t.Fatalf("24 GiB machine: %+v", p)
 	}
 	if p := c.Memory(0); p.Budget != 2<<30 {
 		t.Fatalf("unknown machine: budget %d", p.Budget)
 	}
-	if p := c.Memory(512 << 20); p.Budget != MinMemoryBudget || p.WALSegmentBytes != 6<<20 || p.MergeBytes != 8<<20 {
+	if p := c.Memory(512 << 20); p.Budget != MinMemoryBudget || p.WALSegmentBytes != 6<<20 || p.MergeBytes != 8<<20 ||
+		p.CompactMapBytes != 8<<20 || p.CompactObjectBytes != 4<<20 {
 		t.Fatalf("512 MiB machine: %+v", p)
 	}
 	c.MemoryBudgetMB = 512
 	c.WALSegmentBytes = 32 << 20
 	c.MemoryLimitMB = -1
+	c.CleanerDedupeBufferBytes = 3 << 20
 	p = c.Memory(24 << 30)
 	if p.Derived || p.Budget != 512<<20 || p.WALSegmentBytes != 32<<20 || p.HeapLimit != 0 ||
-		p.QueuedRequestBytes != 64<<20 || p.DecompressBytes != 64<<20 || p.TailBytes != 32<<20 || p.MergeBytes != 16<<20 {
+		p.QueuedRequestBytes != 64<<20 || p.DecompressBytes != 64<<20 || p.TailBytes != 32<<20 || p.MergeBytes != 16<<20 ||
+		p.CompactMapBytes != 3<<20 || p.CompactObjectBytes != 4<<20 {
 		t.Fatalf("512 MiB budget: %+v", p)
 	}
 	if err := c.Validate(); err != nil {

@@ -60,6 +60,11 @@ type MemoryPlan struct {
 	// MergeBytes bounds the merge of small extents' buffer: one merged
 	// object, built in memory (4-64 MiB).
 	MergeBytes int64
+	// CompactMapBytes bounds compaction's key map (4-128 MiB).
+	CompactMapBytes int64
+	// CompactObjectBytes bounds one object compaction writes, built in
+	// memory (4-16 MiB).
+	CompactObjectBytes int64
 }
 
 // Memory returns the plan for c on a machine with machineBytes of memory
@@ -78,9 +83,12 @@ type MemoryPlan struct {
 //	block cache         1/16
 //	merged object       1/32  (4 to 64 MiB; with what reading its
 //	                           inputs takes, at most 1/16)
+//	compaction key map  1/32  (4 to 128 MiB: Kafka's default dedupe buffer)
+//	compaction output   1/128 (4 to 16 MiB: with gc_percent 400 the
+//	                           heap may grow to five times it)
 //
-// which leaves over a quarter of the heap limit for everything per
-// partition, per connection and in passing.
+// which leaves a fifth of the heap limit for everything per partition,
+// per connection and in passing.
 func (c *Config) Memory(machineBytes int64) MemoryPlan {
 	p := MemoryPlan{Budget: c.MemoryBudgetMB << 20}
 	if p.Budget <= 0 {
@@ -108,6 +116,8 @@ func (c *Config) Memory(machineBytes int64) MemoryPlan {
 	p.TailBytes = b / 16
 	p.BlockCacheBytes = b / 16
 	p.MergeBytes = min(max(b/32, 4<<20), 64<<20) &^ (1<<20 - 1)
+	p.CompactMapBytes = pick(c.CleanerDedupeBufferBytes, min(max(b/32, 4<<20), 128<<20)&^(1<<20-1))
+	p.CompactObjectBytes = min(max(b/128, 4<<20), 16<<20) &^ (1<<20 - 1)
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,50 +43,80 @@ func (p *part) cancel1(ctx context.Context, t Target, off int64) error {
 	if busy {
 		return ErrBusy
 	}
-	if e == nil {
-		// Not indexed: beyond the horizon, or not there at all.
+	tb := tomb{id: entryID{x, off}}
+	if e != nil {
+		tb.due, tb.off = e.due, e.off
+	} else {
+		// Not indexed: beyond the horizon, or not there at all. The
+		// spans say where in the store its records may be (spans.go);
+		// the last record of its key decides.
+		p.mu.Lock()
+		rs := spanRanges(x.spans, off)
+		cutoff := p.cutoff
+		p.mu.Unlock()
 		key := string(EntryKey(t, off))
 		live := false
-		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
-			if string(k) == key {
-				live = v != nil
+		for _, r := range rs {
+			err := scanLog(ctx, p.p, r[0], r[1]+1, func(o, _ int64, k, v []byte) error {
+				if string(k) != key {
+					return nil
+				}
+				live = false
+				if v != nil {
+					if due, err := entryDue(v); err == nil {
+						live, tb.due, tb.off = true, due, o
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
-		if !live {
+		// An entry due within the horizon that the index does not hold
+		// was delivered (its tombstone is not in the spans).
+		if !live || tb.due <= cutoff {
 			return fmt.Errorf("%w: %s offset %d", ErrNotFound, t, off)
 		}
 	}
-	if err := p.tombstone(ctx, []entryID{{x, off}}); err != nil {
+	if _, err := p.tombstone(ctx, []tomb{tb}); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.finished[entryID{x, off}] = p.s.now()
+	p.finished[tb.id] = p.s.now()
 	if e != nil {
 		e.gone = true
-		delete(p.index, entryID{x, off})
+		delete(p.index, tb.id)
 	} else if p.farCount > 0 {
 		p.farCount--
 	}
+	p.sum.remove(t.Topic, tb.due)
 	p.mu.Unlock()
 	p.s.m.cancelled.Inc()
 	return nil
 }
 
-func (p *part) tombstone(ctx context.Context, ids []entryID) error {
-	recs := make([]kmsg.Record, len(ids))
-	for i, id := range ids {
-		recs[i] = kmsg.Record{Key: EntryKey(id.t.Target, id.res)}
+// tombstone writes the tombstones of a cancel (acks=all) and notes them
+// in their targets' spans; it returns the first one's offset.
+func (p *part) tombstone(ctx context.Context, tbs []tomb) (int64, error) {
+	recs := make([]kmsg.Record, len(tbs))
+	for i, tb := range tbs {
+		recs[i] = tb.record()
 	}
 	b, err := buildStore(p.s.now(), recs)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = p.s.store.Append(ctx, p.id, b)
-	return err
+	base, err := p.s.store.Append(ctx, p.id, b)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	for i, tb := range tbs {
+		tb.id.t.spans = noteSpan(tb.id.t.spans, tb.id.res, base+int64(i))
+	}
+	p.mu.Unlock()
+	return base, nil
 }
 
 // Cancelled names a record CancelMessageID cancelled.
@@ -115,9 +146,15 @@ func (s *Service) CancelMessageID(ctx context.Context, topic, id string) ([]Canc
 	return out, nil
 }
 
+// cancelID reads the store partition as a stream, keeping only the
+// entries that match (memory bounded by the matches, not the store).
 func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, error) {
-	live := map[string]Cancelled{}
-	err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
+	type match struct {
+		c        Cancelled
+		due, off int64
+	}
+	live := map[string]match{}
+	err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(o, _ int64, k, v []byte) error {
 		kind, t, off, err := ParseKey(k)
 		if err != nil || kind != kindEntry || (topic != "" && t.Topic != topic) {
 			return nil
@@ -132,7 +169,7 @@ func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, err
 		}
 		for _, h := range e.Headers {
 			if h.Key == HeaderMessageID && string(h.Value) == id {
-				live[string(k)] = Cancelled{Topic: t.Topic, Partition: t.Partition, Offset: off}
+				live[string(k)] = match{Cancelled{Topic: t.Topic, Partition: t.Partition, Offset: off}, e.Due, o}
 			}
 		}
 		return nil
@@ -140,36 +177,37 @@ func (p *part) cancelID(ctx context.Context, topic, id string) ([]Cancelled, err
 	if err != nil || len(live) == 0 {
 		return nil, err
 	}
-	var ids []entryID
+	var tbs []tomb
 	var out []Cancelled
 	p.mu.Lock()
-	for _, c := range live {
-		x := p.target(Target{c.Topic, c.Partition})
-		if e := p.index[entryID{x, c.Offset}]; e != nil && e.busy {
+	for _, m := range live {
+		x := p.target(Target{m.c.Topic, m.c.Partition})
+		if e := p.index[entryID{x, m.c.Offset}]; e != nil && e.busy {
 			continue
 		}
-		ids = append(ids, entryID{x, c.Offset})
-		out = append(out, c)
+		tbs = append(tbs, tomb{entryID{x, m.c.Offset}, m.due, m.off})
+		out = append(out, m.c)
 	}
 	p.mu.Unlock()
-	if len(ids) == 0 {
+	if len(tbs) == 0 {
 		return nil, nil
 	}
-	if err := p.tombstone(ctx, ids); err != nil {
+	if _, err := p.tombstone(ctx, tbs); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	for _, id := range ids {
-		p.finished[id] = p.s.now()
-		if e := p.index[id]; e != nil {
+	for _, tb := range tbs {
+		p.finished[tb.id] = p.s.now()
+		if e := p.index[tb.id]; e != nil {
 			e.gone = true
-			delete(p.index, id)
+			delete(p.index, tb.id)
 		} else if p.farCount > 0 {
 			p.farCount--
 		}
+		p.sum.remove(tb.id.t.Topic, tb.due)
 	}
 	p.mu.Unlock()
-	p.s.m.cancelled.Add(float64(len(ids)))
+	p.s.m.cancelled.Add(float64(len(tbs)))
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {
 			return out[i].Topic < out[j].Topic
@@ -201,50 +239,45 @@ var StatsBuckets = []struct {
 }{{"overdue", 0}, {"1m", 60_000}, {"10m", 600_000}, {"1h", 3_600_000}, {"1d", 86_400_000}, {"7d", 7 * 86_400_000}, {"30d", 30 * 86_400_000}, {"later", 1 << 62}}
 
 // Stats counts the pending records of topic (every topic when empty) on
-// the store partitions this broker runs, reading them whole.
-func (s *Service) Stats(ctx context.Context, topic string) ([]TopicStats, error) {
+// the store partitions this broker runs, from their in-memory summaries
+// (summary.go): it reads nothing from the store. Records of transactions
+// not yet committed are not counted. It also names the store partitions
+// it answered for, and whether each had finished its replay (until then
+// its summary is partial).
+func (s *Service) Stats(ctx context.Context, topic string) (StatsAnswer, error) {
 	now := s.now()
-	live := map[string]int64{}
-	for _, p := range s.owned() {
-		err := scanLog(ctx, p.p, 0, p.p.HighWatermark(), func(_, _ int64, k, v []byte) error {
-			kind, t, _, err := ParseKey(k)
-			if err != nil || kind != kindEntry || (topic != "" && t.Topic != topic) {
-				return nil
-			}
-			if v == nil {
-				delete(live, string(k))
-				return nil
-			}
-			if due, err := entryDue(v); err == nil {
-				live[string(k)] = due
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
 	by := map[string]*TopicStats{}
-	for k, due := range live {
-		_, t, _, _ := ParseKey([]byte(k))
-		ts := by[t.Topic]
-		if ts == nil {
-			ts = &TopicStats{Topic: t.Topic, FirstDue: due, LastDue: due, DueIn: make([]int64, len(StatsBuckets))}
-			by[t.Topic] = ts
+	ans := StatsAnswer{Partitions: []int32{}}
+	s.mu.Lock()
+	ans.StorePartitions = s.n
+	s.mu.Unlock()
+	for _, p := range s.owned() {
+		ans.Partitions = append(ans.Partitions, p.id)
+		select {
+		case <-p.ready:
+		default:
+			ans.Loading = append(ans.Loading, p.id)
 		}
-		ts.Pending++
-		ts.FirstDue, ts.LastDue = min(ts.FirstDue, due), max(ts.LastDue, due)
-		for i, b := range StatsBuckets {
-			if due-now <= b.Ms {
-				ts.DueIn[i]++
-				break
-			}
-		}
+		p.mu.Lock()
+		p.sum.merge(by, topic, now)
+		p.mu.Unlock()
 	}
-	out := make([]TopicStats, 0, len(by))
+	slices.Sort(ans.Partitions)
+	slices.Sort(ans.Loading)
+	ans.Topics = make([]TopicStats, 0, len(by))
 	for _, ts := range by {
-		out = append(out, *ts)
+		ans.Topics = append(ans.Topics, *ts)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
-	return out, nil
+	sortStats(ans.Topics)
+	return ans, ctx.Err()
+}
+
+// StatsAnswer is Stats' answer: per topic, and which store partitions it
+// covers (in a cluster each broker answers for those it leads; `sluice
+// delay stats` asks every broker and merges).
+type StatsAnswer struct {
+	Topics          []TopicStats `json:"topics"`
+	StorePartitions int32        `json:"store_partitions"`
+	Partitions      []int32      `json:"partitions"`
+	Loading         []int32      `json:"loading,omitempty"`
 }

@@ -36,6 +36,12 @@ type Config struct {
 	// BatchRecords bounds the records of one delivery batch (default 5,000;
 	// a batch also stays under 900 KiB).
 	BatchRecords int
+	// StoreMinCompactionLag is the store topic's min.compaction.lag.ms:
+	// entries younger than this are left out of its compaction, so that a
+	// burst of held records is not rewritten while it arrives; delivered
+	// entries and their tombstones go once they are this old (default 1 h;
+	// 0: the broker's default).
+	StoreMinCompactionLag time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -43,7 +49,7 @@ type Config struct {
 // DefaultConfig is the configuration sluice serve uses.
 func DefaultConfig() Config {
 	return Config{Partitions: 8, MaxDelay: 90 * 24 * time.Hour, Tick: 10 * time.Millisecond,
-		Horizon: 10 * time.Minute, MemoryEntries: 250_000, BatchRecords: 5000}
+		Horizon: 10 * time.Minute, MemoryEntries: 250_000, BatchRecords: 5000, StoreMinCompactionLag: time.Hour}
 }
 
 // ErrConfig is an invalid Config.
@@ -64,6 +70,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MemoryEntries %d", ErrConfig, c.MemoryEntries)
 	case c.BatchRecords < 1:
 		return fmt.Errorf("%w: BatchRecords %d", ErrConfig, c.BatchRecords)
+	case c.StoreMinCompactionLag < 0:
+		return fmt.Errorf("%w: StoreMinCompactionLag %s", ErrConfig, c.StoreMinCompactionLag)
 	}
 	return nil
 }

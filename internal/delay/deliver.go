@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
@@ -110,8 +111,8 @@ func (p *part) deliver(ctx context.Context, due []*entry) {
 	p.tombs = nil
 	p.mu.Unlock()
 	var recs []kmsg.Record
-	for _, id := range tombs {
-		recs = append(recs, kmsg.Record{Key: EntryKey(id.t.Target, id.res)})
+	for _, tb := range tombs {
+		recs = append(recs, tb.record())
 	}
 	for _, c := range chunks {
 		m := Marker{ProducerID: p.pid, FirstSeq: c.firstSeq, Entries: make([]MarkerEntry, len(c.es))}
@@ -257,11 +258,35 @@ func (p *part) send(ctx context.Context, chunks []*chunk) {
 			p.done1(o.c, false)
 		case errors.Is(o.err, log.ErrUnknownTopicOrPartition):
 			p.done1(o.c, true)
+		case errors.Is(o.err, log.ErrOutOfOrderSequence) || errors.Is(o.err, kerr.OutOfOrderSequenceNumber):
+			p.s.log.Warn("delay: the target refused the delivery's sequence; taking its sequence again",
+				"target", o.c.t.Target, "first_sequence", o.c.firstSeq, "records", len(o.c.es), "err", o.err)
+			p.reseq(o.c)
 		default:
 			if ctx.Err() == nil {
 				p.s.log.Warn("delay: delivery failed; will retry", "target", o.c.t.Target, "records", len(o.c.es), "err", o.err)
 			}
 		}
+	}
+}
+
+// reseq gives up a chunk its target refused as out of order: its
+// sequence was taken from a producer state that was not the target's
+// current one. The target did not append it (P_s has one batch in flight
+// per target, so a batch it did append is answered as a duplicate), so its
+// entries go back to be delivered in a new chunk, under a new marker, with
+// the sequence the target's state gives then.
+func (p *part) reseq(c *chunk) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.t.retry = nil
+	c.t.seqKnown = false
+	for _, e := range c.es {
+		e.busy = false
+	}
+	for _, e := range append(c.es, c.waiting...) {
+		p.w.soon = append(p.w.soon, e)
+		p.w.n++
 	}
 }
 
@@ -288,8 +313,9 @@ func (p *part) finish(es []*entry, dropped bool) {
 		if p.index[id] == e {
 			delete(p.index, id)
 		}
-		p.tombs = append(p.tombs, id)
+		p.tombs = append(p.tombs, tomb{id, e.due, e.off})
 		p.finished[id] = now
+		p.sum.remove(e.t.Topic, e.due)
 	}
 	p.mu.Unlock()
 	if dropped {
@@ -316,8 +342,8 @@ func (p *part) flushTombs(ctx context.Context) bool {
 	for len(ids) > 0 {
 		n := min(len(ids), 5000)
 		recs := make([]kmsg.Record, n)
-		for i, id := range ids[:n] {
-			recs[i] = kmsg.Record{Key: EntryKey(id.t.Target, id.res)}
+		for i, tb := range ids[:n] {
+			recs[i] = tb.record()
 		}
 		b, err := buildStore(p.s.now(), recs)
 		if err == nil {

@@ -17,10 +17,19 @@
 // sequence numbers and the target partition's idempotence drops it if it
 // was already there. See docs/delayed-delivery.md for the formats.
 //
+// Records held in a transaction are written to the store in the
+// producer's transaction (txn.go): the store partition joins it, and the
+// worker reads its store as a read_committed consumer, indexing an entry
+// only once its transaction committed. Stats answer from a per-topic
+// summary kept in memory (summary.go), and cancel by offset finds entries
+// beyond the horizon through per-target spans of store offsets (spans.go).
+//
 // It does not own the wire protocol (internal/kafka calls Hold on the
 // log's ErrDelayed), record validation (internal/log/batch detects the
 // headers during the walk it does anyway) or the log.
 //
 // Locks: Service.mu (the worker map) before part.mu (one store
-// partition's index). part.mu is never held across an append or a read.
+// partition's index, summary, spans and pending transactions). part.mu is
+// never held across an append or a read. part.txnMu (appendTxn) is held
+// across one transactional store append, never with part.mu held.
 package delay

@@ -251,27 +251,43 @@ const storeBatchBytes = 512 << 10
 // batches of at most about storeBatchBytes each, in order: a crash that
 // cuts the log's tail keeps a prefix of them.
 func buildStore(now int64, recs []kmsg.Record) ([]byte, error) {
+	return buildStoreAs(now, recs, noProducer), nil
+}
+
+// storeProducer is the producer of a store batch: none for the service's
+// own records; a client's transactional producer for the entries it held
+// in a transaction (txn.go), whose sequence is set when appended.
+type storeProducer struct {
+	id    int64
+	epoch int16
+}
+
+var noProducer = storeProducer{id: -1, epoch: -1}
+
+// buildStoreAs is buildStore for producer pr.
+func buildStoreAs(now int64, recs []kmsg.Record, pr storeProducer) []byte {
 	var out []byte
 	for len(recs) > 0 {
 		n, size := 0, 0
-		for n < len(recs) && (n == 0 || size+len(recs[n].Key)+len(recs[n].Value)+16 <= storeBatchBytes) {
-			size += len(recs[n].Key) + len(recs[n].Value) + 16
+		for n < len(recs) && (n == 0 || size+len(recs[n].Key)+len(recs[n].Value)+40 <= storeBatchBytes) {
+			size += len(recs[n].Key) + len(recs[n].Value) + 40
 			n++
 		}
-		out = appendStoreBatch(out, now, recs[:n])
+		out = appendStoreBatch(out, now, recs[:n], pr)
 		recs = recs[n:]
 	}
-	return out, nil
+	return out
 }
 
 // appendStoreBatch appends to b one uncompressed v2 batch of recs (keys,
-// values, no headers, timestamp now, no producer id): what batch.Build
-// makes, encoded in one allocation. Held records cost this once each, so
-// it is on the produce path.
-func appendStoreBatch(b []byte, now int64, recs []kmsg.Record) []byte {
+// values, headers, timestamp now, producer pr): what batch.Build makes,
+// encoded in one allocation. Held records cost this once each, so it is on
+// the produce path. A transactional producer's batch gets base sequence 0
+// here and its real one when appended (setSequence).
+func appendStoreBatch(b []byte, now int64, recs []kmsg.Record, pr storeProducer) []byte {
 	size := batch.HeaderSize
 	for i := range recs {
-		l := recordBodyLen(int64(i), recs[i].Key, recs[i].Value)
+		l := recordBodyLen(int64(i), &recs[i])
 		size += varintLen(int64(l)) + l
 	}
 	start := len(b)
@@ -282,29 +298,41 @@ func appendStoreBatch(b []byte, now int64, recs []kmsg.Record) []byte {
 	binary.BigEndian.PutUint32(h[batch.OffLength:], uint32(size-batch.LogOverhead))
 	binary.BigEndian.PutUint32(h[batch.OffLeaderEpoch:], 0xffffffff)
 	h[batch.OffMagic] = 2
-	binary.BigEndian.PutUint16(h[batch.OffAttributes:], 0)
+	attrs, seq := uint16(0), uint32(0xffffffff)
+	if pr.id >= 0 {
+		attrs, seq = batch.AttrTransactional, 0
+	}
+	binary.BigEndian.PutUint16(h[batch.OffAttributes:], attrs)
 	binary.BigEndian.PutUint32(h[batch.OffLastOffsetDelta:], uint32(len(recs)-1))
 	binary.BigEndian.PutUint64(h[batch.OffFirstTimestamp:], uint64(now))
 	binary.BigEndian.PutUint64(h[batch.OffMaxTimestamp:], uint64(now))
-	binary.BigEndian.PutUint64(h[batch.OffProducerID:], 0xffffffffffffffff)
-	binary.BigEndian.PutUint16(h[batch.OffProducerEpoch:], 0xffff)
-	binary.BigEndian.PutUint32(h[batch.OffBaseSequence:], 0xffffffff)
+	binary.BigEndian.PutUint64(h[batch.OffProducerID:], uint64(pr.id))
+	binary.BigEndian.PutUint16(h[batch.OffProducerEpoch:], uint16(pr.epoch))
+	binary.BigEndian.PutUint32(h[batch.OffBaseSequence:], seq)
 	binary.BigEndian.PutUint32(h[batch.OffRecordCount:], uint32(len(recs)))
 	for i := range recs {
-		b = binary.AppendVarint(b, int64(recordBodyLen(int64(i), recs[i].Key, recs[i].Value)))
+		b = binary.AppendVarint(b, int64(recordBodyLen(int64(i), &recs[i])))
 		b = append(b, 0)                     // attributes
 		b = binary.AppendVarint(b, 0)        // timestamp delta
 		b = binary.AppendVarint(b, int64(i)) // offset delta
 		b = appendBytes(b, recs[i].Key)
 		b = appendBytes(b, recs[i].Value)
-		b = binary.AppendVarint(b, 0) // headers
+		b = binary.AppendVarint(b, int64(len(recs[i].Headers)))
+		for _, h := range recs[i].Headers {
+			b = appendBytes(b, []byte(h.Key))
+			b = appendBytes(b, h.Value)
+		}
 	}
 	binary.BigEndian.PutUint32(b[start+batch.OffCRC:], batch.ComputeCRC(b[start:]))
 	return b
 }
 
-func recordBodyLen(delta int64, k, v []byte) int {
-	return 1 + 1 + varintLen(delta) + bytesLen(k) + bytesLen(v) + 1
+func recordBodyLen(delta int64, r *kmsg.Record) int {
+	n := 1 + 1 + varintLen(delta) + bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += bytesLen([]byte(h.Key)) + bytesLen(h.Value)
+	}
+	return n
 }
 
 func bytesLen(v []byte) int {

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -102,9 +103,12 @@ func FuzzWalkRecords(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	tb := tomb{id: entryID{&target{Target: Target{"t", 0}}, 5}, due: 9, off: 0}
+	f.Add(buildStoreAs(1000, []kmsg.Record{tb.record()}, storeProducer{id: 7, epoch: 1}))
 	// The store's own encoder and the log's agree.
-	recs := []kmsg.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k2")}}
-	if want, err := batch.Build(0, 1000, recs); err != nil || !bytes.Equal(appendStoreBatch(nil, 1000, recs), want) {
+	recs := []kmsg.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k2"),
+		Headers: []kmsg.Header{{Key: tombHeader, Value: tombHeaderValue(9, 3)}}}}
+	if want, err := batch.Build(0, 1000, recs); err != nil || !bytes.Equal(appendStoreBatch(nil, 1000, recs, noProducer), want) {
 		f.Fatalf("appendStoreBatch differs from batch.Build (%v)", err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -113,9 +117,48 @@ func FuzzWalkRecords(f *testing.F) {
 			return
 		}
 		n := 0
-		_ = walkRecords(&h, b[:h.Size()], func(int32, int64, []byte, []byte) error { n++; return nil })
+		_ = walkRecords(&h, b[:h.Size()], func(_ int32, _ int64, _, _, hdrs []byte) error {
+			n++
+			_, _, _, err := tombInfo(hdrs)
+			if err != nil && !errors.Is(err, ErrFormat) {
+				t.Fatalf("tombstone header error %v is not ErrFormat", err)
+			}
+			return nil
+		})
 		if n > int(max(h.RecordCount, 0)) {
 			t.Fatalf("%d records walked, count says %d", n, h.RecordCount)
+		}
+	})
+}
+
+// FuzzTombInfo: a tombstone's encoded headers give its entry's due time
+// and offset, nothing, or ErrFormat; what the store writes reads back.
+func FuzzTombInfo(f *testing.F) {
+	enc := func(hs ...kmsg.Header) []byte {
+		b := binary.AppendVarint(nil, int64(len(hs)))
+		for _, h := range hs {
+			b = appendBytes(appendBytes(b, []byte(h.Key)), h.Value)
+		}
+		return b
+	}
+	f.Add(enc(kmsg.Header{Key: tombHeader, Value: tombHeaderValue(1_700_000_000_000, 42)}))
+	f.Add(enc())
+	f.Add(enc(kmsg.Header{Key: "x", Value: nil}, kmsg.Header{Key: tombHeader, Value: []byte{1, 2}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		due, off, ok, err := tombInfo(b)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error %v is not ErrFormat", err)
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		due2, off2, ok2, err := tombInfo(enc(kmsg.Header{Key: tombHeader, Value: tombHeaderValue(due, off)}))
+		if err != nil || !ok2 || due2 != due || off2 != off {
+			t.Fatalf("round trip of %d/%d: %d/%d %v %v", due, off, due2, off2, ok2, err)
 		}
 	})
 }

@@ -1,10 +1,11 @@
 package delay
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/sluice-mq/sluice/internal/adminapi"
 )
 
 // Handler serves the admin API behind `sluice delay` on the broker's
@@ -25,7 +26,8 @@ func (s *Service) Handler() http.Handler {
 		for i, b := range StatsBuckets {
 			buckets[i] = b.Name
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"topics": st, "buckets": buckets})
+		adminapi.JSON(w, http.StatusOK, map[string]any{"topics": st.Topics, "buckets": buckets,
+			"store_partitions": st.StorePartitions, "partitions": st.Partitions, "loading": st.Loading})
 	})
 	mux.HandleFunc("POST /v1/delay/cancel", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -38,13 +40,13 @@ func (s *Service) Handler() http.Handler {
 			if c == nil {
 				c = []Cancelled{}
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"cancelled": c})
+			adminapi.JSON(w, http.StatusOK, map[string]any{"cancelled": c})
 			return
 		}
 		p, err1 := strconv.ParseInt(q.Get("partition"), 10, 32)
 		off, err2 := strconv.ParseInt(q.Get("offset"), 10, 64)
 		if q.Get("topic") == "" || err1 != nil || err2 != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want topic, partition and offset, or message-id"})
+			adminapi.JSON(w, http.StatusBadRequest, map[string]string{"error": "want topic, partition and offset, or message-id"})
 			return
 		}
 		t := Target{Topic: q.Get("topic"), Partition: int32(p)}
@@ -52,7 +54,7 @@ func (s *Service) Handler() http.Handler {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"cancelled": []Cancelled{{Topic: t.Topic, Partition: t.Partition, Offset: off}}})
+		adminapi.JSON(w, http.StatusOK, map[string]any{"cancelled": []Cancelled{{Topic: t.Topic, Partition: t.Partition, Offset: off}}})
 	})
 	return mux
 }
@@ -67,11 +69,5 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrNotOwned):
 		code = http.StatusMisdirectedRequest
 	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	adminapi.JSON(w, code, map[string]string{"error": err.Error()})
 }

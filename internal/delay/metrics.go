@@ -6,6 +6,7 @@ import (
 
 type metrics struct {
 	held, delivered, cancelled, dropped prometheus.Counter
+	aborted                             prometheus.Counter
 	lateness                            prometheus.Histogram
 }
 
@@ -19,14 +20,16 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 			Help: "Delayed records cancelled before delivery."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_delay_dropped_total",
 			Help: "Delayed records whose topic or partition was gone when due."}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_delay_aborted_total",
+			Help: "Delayed records produced in a transaction that aborted (never held)."}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_delay_lateness_seconds",
 			Help:    "Delivery time minus due time of delayed records.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.held, m.delivered, m.cancelled, m.dropped, m.lateness,
+		reg.MustRegister(m.held, m.delivered, m.cancelled, m.dropped, m.aborted, m.lateness,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_delay_pending",
-				Help: "Delayed records not yet delivered (records beyond the in-memory horizon are counted as of the last scan)."}, pending))
+				Help: "Delayed records not yet delivered (those of transactions not yet committed are not counted)."}, pending))
 	}
 	return m
 }

@@ -36,7 +36,16 @@ type part struct {
 	loaded   bool
 	lastScan time.Time
 	scanDur  time.Duration
-	tombs    []entryID // delivered or cancelled, tombstone not yet written
+	tombs    []tomb // delivered, cancelled or aborted, tombstone not yet written
+	sum      summary
+	// preload holds the entries Hold added before the first scan was in,
+	// which the scan may or may not have read (summary.go).
+	preload []*entry
+	// txnPend holds the entries of transactions not decided yet (txn.go),
+	// txnMin the lowest store offset among them.
+	txnPend map[entryID]*pendTxn
+	txnMin  int64
+	txnMu   sync.Mutex // appendTxn: a sequence and its append as one step
 	// finished holds the entries delivered or cancelled in the last
 	// finishedKeep (ms when), so that an idempotent producer's retry of a
 	// batch whose records were delivered meanwhile does not hold them again.
@@ -52,6 +61,9 @@ const finishedKeep = 15 * time.Minute
 func (p *part) known(x *target, res int64) bool {
 	id := entryID{x, res}
 	if p.index[id] != nil {
+		return true
+	}
+	if p.txnPend[id] != nil {
 		return true
 	}
 	_, ok := p.finished[id]
@@ -85,6 +97,7 @@ func newPart(s *Service, id int32, p *log.Partition, cancel context.CancelFunc) 
 	return &part{s: s, id: id, p: p, pid: ProducerIDBase + int64(id), cancel: cancel,
 		done: make(chan struct{}), ready: make(chan struct{}), wake: make(chan struct{}, 1), ops: make(chan func(context.Context)),
 		targets: map[Target]*target{}, index: map[entryID]*entry{}, finished: map[entryID]int64{},
+		txnPend: map[entryID]*pendTxn{}, txnMin: math.MaxInt64,
 		w:      newWheel(s.cfg.Tick.Milliseconds(), 512, now, (s.cfg.MaxDelay + s.cfg.Horizon).Milliseconds()),
 		cutoff: math.MaxInt64, farMin: math.MaxInt64}
 }
@@ -106,7 +119,13 @@ func (p *part) add(t Target, es []*entry) {
 	early := false
 	for _, e := range es {
 		e.t = x
-		p.index1(e, &early)
+		switch {
+		case !p.loaded:
+			p.index1(e, &early)
+			p.preload = append(p.preload, e)
+		case p.index1(e, &early):
+			p.sum.add(t.Topic, e.due)
+		}
 	}
 	p.mu.Unlock()
 	if early {
@@ -114,17 +133,19 @@ func (p *part) add(t Target, es []*entry) {
 	}
 }
 
-// index1 puts e in the index (or counts it as far); mu held.
-func (p *part) index1(e *entry, early *bool) {
+// index1 puts e in the index (or counts it as far); mu held. It reports
+// whether e is new (a far entry always is: the log alone knows).
+func (p *part) index1(e *entry, early *bool) bool {
 	if e.due > p.cutoff {
 		p.farMin = min(p.farMin, e.due)
 		p.farCount++
-		return
+		e.t.spans = noteSpan(e.t.spans, e.res, e.off)
+		return true
 	}
 	id := entryID{e.t, e.res}
 	if old := p.index[id]; old != nil {
 		old.off = e.off // written again (a producer's retry): same record
-		return
+		return false
 	}
 	p.index[id] = e
 	if p.loaded {
@@ -133,6 +154,7 @@ func (p *part) index1(e *entry, early *bool) {
 			*early = true
 		}
 	}
+	return true
 }
 
 func (p *part) poke() {
@@ -145,7 +167,7 @@ func (p *part) poke() {
 func (p *part) pendingCount() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return int64(len(p.index)) + p.farCount
+	return p.sum.total
 }
 
 // run is the worker's goroutine.
@@ -170,6 +192,7 @@ func (p *part) run(ctx context.Context) {
 	lastPrune := p.s.now()
 	for ctx.Err() == nil {
 		p.retryChunks(ctx)
+		p.resolveTxns(p.p.LastStableOffset())
 		now := p.s.now()
 		hw := p.p.HighWatermark()
 		p.mu.Lock()
@@ -219,6 +242,11 @@ func (p *part) run(ctx context.Context) {
 		if p.hasRetries() {
 			wait = min(wait, 200*time.Millisecond)
 		}
+		if p.hasTxns() {
+			// A transaction's marker is not announced to the worker:
+			// the last stable offset is looked at again soon.
+			wait = min(wait, txnPoll)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -230,6 +258,10 @@ func (p *part) run(ctx context.Context) {
 		t.Stop()
 	}
 }
+
+// txnPoll is how often the worker looks for the outcome of transactions
+// whose held records it has pending.
+const txnPoll = 50 * time.Millisecond
 
 // lead is how long before the earliest far entry a scan starts; mu held.
 func (p *part) lead() int64 {
@@ -285,6 +317,7 @@ func (p *part) evict() {
 			delete(p.index, id)
 			p.farMin = min(p.farMin, e.due)
 			p.farCount++
+			e.t.spans = noteSpan(e.t.spans, e.res, e.off)
 		}
 	}
 	p.cutoff = min(p.cutoff, cut)

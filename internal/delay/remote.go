@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -93,6 +94,7 @@ func (r *Remote) lastSeq(ctx context.Context, t Target, pid int64) (int32, bool,
 	req.Topics = append(req.Topics, rt)
 	for _, sh := range r.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
+			r.cl.ForceMetadataRefresh()
 			return 0, false, sh.Err
 		}
 		resp := sh.Resp.(*kmsg.DescribeProducersResponse)
@@ -102,6 +104,9 @@ func (r *Remote) lastSeq(ctx context.Context, t Target, pid int64) (int32, bool,
 					continue
 				}
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					// A broker that no longer (or not yet) leads t does
+					// not know the sequence: asked again after a refresh.
+					r.cl.ForceMetadataRefresh()
 					return 0, false, err
 				}
 				for _, ap := range p.ActiveProducers {
@@ -137,35 +142,26 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 	if payload, err = sp.dropKnown(payload); err != nil {
 		return log.AppendResult{}, nil, err
 	}
+	if len(payload) >= batch.HeaderSize && batch.Attributes(payload)&batch.AttrTransactional != 0 && batch.ProducerID(payload) >= 0 {
+		return sp.holdForwardedTxn(ctx, payload)
+	}
 	res, err := p.AppendHeld(ctx, payload)
 	if err != nil {
 		return res, nil, err
 	}
-	by := map[Target][]*entry{}
+	// The batches' offsets follow one another from the base.
+	var bases []int64
 	off := res.BaseOffset
-	for b := payload; len(b) > 0; {
+	for b := payload; len(b) >= batch.HeaderSize; {
 		size, err := batch.Size(b)
 		if err != nil || size > len(b) {
 			break
 		}
-		h, recs, err := batch.Records(b[:size])
-		if err != nil {
-			break
-		}
-		for i := range recs {
-			kind, t, r, err := ParseKey(recs[i].Key)
-			if err != nil || kind != kindEntry || recs[i].Value == nil {
-				continue
-			}
-			due, err := entryDue(recs[i].Value)
-			if err != nil {
-				continue
-			}
-			by[t] = append(by[t], &entry{due: due, off: off + int64(recs[i].OffsetDelta), res: r})
-		}
-		off += int64(h.LastOffsetDelta) + 1
+		bases = append(bases, off)
+		off += int64(binary.BigEndian.Uint32(b[batch.OffLastOffsetDelta:])) + 1
 		b = b[size:]
 	}
+	by := payloadEntries(payload, bases)
 	n := 0
 	for t, es := range by {
 		sp.add(t, es)
@@ -231,4 +227,88 @@ func (p *part) dropKnown(payload []byte) ([]byte, error) {
 		b = b[size:]
 	}
 	return out, nil
+}
+
+// payloadEntries reads the entries of a store payload appended with its
+// batches at bases, by target (batches rebuilt by dropKnown keep their
+// records' offset deltas, so an entry's offset is its batch's base plus
+// its delta).
+func payloadEntries(payload []byte, bases []int64) map[Target][]*entry {
+	by := map[Target][]*entry{}
+	for bi := 0; len(payload) > 0 && bi < len(bases); bi++ {
+		size, err := batch.Size(payload)
+		if err != nil || size > len(payload) {
+			break
+		}
+		_, recs, err := batch.Records(payload[:size])
+		payload = payload[size:]
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			kind, t, res, err := ParseKey(r.Key)
+			if err != nil || kind != kindEntry || r.Value == nil {
+				continue
+			}
+			if due, err := entryDue(r.Value); err == nil {
+				by[t] = append(by[t], &entry{due: due, off: bases[bi] + int64(r.OffsetDelta), res: res})
+			}
+		}
+	}
+	return by
+}
+
+// holdForwardedTxn appends forwarded entries held in a transaction (the
+// forwarding broker added this store partition to the transaction first)
+// and notes them as pending their transaction's outcome.
+func (p *part) holdForwardedTxn(ctx context.Context, payload []byte) (log.AppendResult, func(context.Context, bool) error, error) {
+	bases, first, last, lastOff, err := p.appendTxn(ctx, payload)
+	if err != nil {
+		return first, nil, err
+	}
+	pid := batch.ProducerID(payload)
+	for t, es := range payloadEntries(payload, bases) {
+		p.addTxn(t, pid, es)
+	}
+	return first, func(ctx context.Context, durable bool) error {
+		if durable {
+			return p.p.WaitDurable(ctx, last, lastOff)
+		}
+		return last.WaitWritten(ctx)
+	}, nil
+}
+
+// JoinTxn adds topic-partition to transactional id's ongoing transaction
+// on the broker coordinating it (AddPartitionsToTxn, routed there by the
+// client): what the produce path does when the coordinator is elsewhere.
+func (r *Remote) JoinTxn(ctx context.Context, id string, pid int64, epoch int16, topic string, partition int32) error {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	kresp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return fmt.Errorf("%w: %v", log.ErrNotLeader, err)
+	}
+	if err := kerr.ErrorForCode(kresp.ErrorCode); err != nil {
+		return err
+	}
+	for _, t := range kresp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	for _, x := range kresp.Transactions {
+		for _, t := range x.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

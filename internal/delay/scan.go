@@ -13,9 +13,35 @@ import (
 // scanBytes is how much one read of a store partition asks for.
 const scanBytes = 1 << 20
 
-// scanLog calls fn for every record of p in [from, to), in offset order.
-// The store is written by the broker only, uncompressed.
+// scanLog calls fn for every committed record of p in [from, to), in
+// offset order, as a read_committed consumer sees them: records of aborted
+// transactions and of transactions not yet decided are left out. The store
+// is written by the broker only, uncompressed.
 func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off, ts int64, key, value []byte) error) error {
+	return scanStore(ctx, p, from, to, p.LastStableOffset(), func(r *storeRec) error {
+		if r.txnPID >= 0 {
+			return nil
+		}
+		return fn(r.off, r.ts, r.key, r.value)
+	})
+}
+
+// storeRec is one record of the store as scanStore reads it. The slices
+// alias the read.
+type storeRec struct {
+	off, ts    int64
+	key, value []byte
+	headers    []byte // encoded: a varint count, then each key and value
+	txnPID     int64  // >= 0: of that producer's transaction, not decided yet
+}
+
+// scanStore is scanLog for the replay: the records of transactional
+// batches at or above lso (not decided as of when lso was read) are given
+// too, with their producer id as txnPID (-1 for every other record).
+// Records of aborted transactions are left out (the partition's aborted
+// index, as Fetch reports it to read_committed consumers).
+func scanStore(ctx context.Context, p *log.Partition, from, to, lso int64, fn func(r *storeRec) error) error {
+	var rec storeRec
 	for off := max(from, p.LogStartOffset()); off < to; {
 		rr, err := p.Read(ctx, off, scanBytes, true)
 		if err != nil {
@@ -37,17 +63,28 @@ func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off,
 			}
 			bt := b[:size]
 			b = b[size:]
-			if h.IsControl() {
+			skip := h.IsControl()
+			txnPID := int64(-1)
+			if !skip && h.Attributes&batch.AttrTransactional != 0 && h.ProducerID >= 0 {
+				switch {
+				case h.BaseOffset >= lso:
+					txnPID = h.ProducerID
+				case abortedAt(p, h.ProducerID, h.BaseOffset):
+					skip = true
+				}
+			}
+			if skip {
 				off = max(off, h.LastOffset()+1)
 				moved = true
 				continue
 			}
-			if err := walkRecords(&h, bt, func(delta int32, ts int64, key, value []byte) error {
+			if err := walkRecords(&h, bt, func(delta int32, ts int64, key, value, hdrs []byte) error {
 				o := h.BaseOffset + int64(delta)
 				if o < off || o >= to {
 					return nil
 				}
-				return fn(o, ts, key, value)
+				rec = storeRec{off: o, ts: ts, key: key, value: value, headers: hdrs, txnPID: txnPID}
+				return fn(&rec)
 			}); err != nil {
 				return fmt.Errorf("delay: reading %s at %d: %w", p, h.BaseOffset, err)
 			}
@@ -60,6 +97,19 @@ func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off,
 		}
 	}
 	return nil
+}
+
+// abortedAt reports whether pid's transactional batch at offset off (below
+// the last stable offset) belongs to an aborted transaction. A producer's
+// transactions do not overlap, so the aborted transaction of pid whose
+// data spans off, if any, is the one.
+func abortedAt(p *log.Partition, pid, off int64) bool {
+	for _, a := range p.AbortedTransactions(off, off+1) {
+		if a.ProducerID == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // jumpGap: a reader of entries skips a gap of more records than this by
@@ -110,18 +160,23 @@ func (stopErr) Error() string { return "stop" }
 var errStop error = stopErr{}
 
 // walkRecords calls fn for each record of one batch of the store with its
-// offset delta, timestamp, key and value (aliasing bt; nil when null). The
+// offset delta, timestamp, key, value and encoded headers (aliasing bt;
+// nil when null). The
 // store's batches are uncompressed and written by the broker: this walks
 // them in place, without decoding whole records, which is most of what a
 // replay of millions of entries costs.
-func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key, value []byte) error) error {
+func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key, value, hdrs []byte) error) error {
 	if h.Codec() != 0 {
 		_, recs, err := batch.Records(bt)
 		if err != nil {
 			return err
 		}
 		for i := range recs {
-			if err := fn(recs[i].OffsetDelta, batch.RecordTimestamp(h, &recs[i]), recs[i].Key, recs[i].Value); err != nil {
+			hdrs := binary.AppendVarint(nil, int64(len(recs[i].Headers)))
+			for _, x := range recs[i].Headers {
+				hdrs = appendBytes(appendBytes(hdrs, []byte(x.Key)), x.Value)
+			}
+			if err := fn(recs[i].OffsetDelta, batch.RecordTimestamp(h, &recs[i]), recs[i].Key, recs[i].Value, hdrs); err != nil {
 				return err
 			}
 		}
@@ -153,7 +208,7 @@ func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key,
 		if err != nil {
 			return err
 		}
-		value, _, err := readBytes(rec)
+		value, rest, err := readBytes(rec)
 		if err != nil {
 			return err
 		}
@@ -161,7 +216,7 @@ func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key,
 		if h.Attributes&batch.AttrLogAppendTime != 0 {
 			ts = h.MaxTimestamp
 		}
-		if err := fn(int32(delta), ts, key, value); err != nil {
+		if err := fn(int32(delta), ts, key, value, rest); err != nil {
 			return err
 		}
 	}

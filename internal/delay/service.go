@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type Service struct {
 	// remote reaches partitions led by other brokers (cluster mode; nil
 	// on a single node).
 	remote *Remote
+	// txns adds store partitions to transactions (nil: transactional
+	// batches with delayed records are refused).
+	txns TxnJoiner
 
 	mu     sync.Mutex
 	single bool  // a single node: this broker runs every store partition
@@ -50,12 +54,13 @@ func New(cfg Config, e *log.Engine, reg prometheus.Registerer, logger *slog.Logg
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, e: e, store: log.NewInternalTopic(e, Topic), log: logger, parts: map[int32]*part{}}
-	// Compaction rewrites a partition's whole cleaned range at once
-	// (internal/log/compact.go), which for millions of pending entries
-	// costs memory in proportion: entries younger than an hour are left
-	// out of it, so that a burst of held records is not rewritten while
-	// it arrives. Delivered entries and their tombstones go an hour later.
-	s.store.Configs = map[string]string{"min.compaction.lag.ms": "3600000"}
+	// Entries younger than StoreMinCompactionLag are left out of the
+	// store's compaction, so that a burst of held records is not
+	// rewritten while it arrives. Delivered entries and their tombstones
+	// go once that old.
+	if lag := cfg.StoreMinCompactionLag; lag > 0 {
+		s.store.Configs = map[string]string{"min.compaction.lag.ms": strconv.FormatInt(lag.Milliseconds(), 10)}
+	}
 	s.m = newMetrics(reg, s.pending)
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s, nil
@@ -202,7 +207,18 @@ func (s *Service) pending() float64 {
 // (its base offset is what the produce response reports); wait waits for
 // the store append too: written (durable false, acks=1) or durable (acks
 // all). A refused payload keeps nothing.
-func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (res log.AppendResult, wait func(ctx context.Context, durable bool) error, err error) {
+func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error) {
+	return s.hold(ctx, p, payload, "")
+}
+
+// HoldTxn is Hold for a produce with transactional id txnID: the held
+// records of a transactional batch are written in the transaction and
+// become pending only if it commits (txn.go).
+func (s *Service) HoldTxn(ctx context.Context, p *log.Partition, payload []byte, txnID string) (log.AppendResult, func(ctx context.Context, durable bool) error, error) {
+	return s.hold(ctx, p, payload, txnID)
+}
+
+func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, txnID string) (res log.AppendResult, wait func(ctx context.Context, durable bool) error, err error) {
 	now := s.now()
 	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords)
 	if err != nil {
@@ -216,10 +232,32 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 		res, err = p.AppendHeld(ctx, payload)
 		return res, nil, err
 	}
+	pr := noProducer
+	if batch.Attributes(payload)&batch.AttrTransactional != 0 && batch.ProducerID(payload) >= 0 {
+		switch {
+		case txnID == "":
+			return res, nil, fmt.Errorf("%w: a transactional batch with headers %s or %s needs the produce request's transactional id",
+				log.ErrInvalidRecord, HeaderDeliverAt, HeaderDelayMs)
+		case s.txns == nil:
+			return res, nil, fmt.Errorf("%w: headers %s and %s are not taken in a transactional batch here (no transaction coordinator)",
+				log.ErrInvalidRecord, HeaderDeliverAt, HeaderDelayMs)
+		}
+		pr = storeProducer{id: batch.ProducerID(payload), epoch: batch.ProducerEpoch(payload)}
+	}
 	t := Target{Topic: p.Topic(), Partition: p.ID()}
 	sp, err := s.partFor(ctx, t)
 	if err != nil && (s.remote == nil || !errors.Is(err, ErrNotOwned)) {
 		return res, nil, fmt.Errorf("%w: %w", log.ErrNotLeader, err)
+	}
+	if pr.id >= 0 {
+		// The store partition joins the transaction before anything is
+		// appended: its commit or abort marker decides the held records.
+		s.mu.Lock()
+		i := StorePartition(t, s.n)
+		s.mu.Unlock()
+		if err := s.txns.JoinTxn(ctx, txnID, pr.id, pr.epoch, Topic, i); err != nil {
+			return res, nil, fmt.Errorf("delay: adding %s-%d to transaction %q: %w", Topic, i, txnID, err)
+		}
 	}
 	res, err = p.AppendHeld(ctx, kept)
 	if err != nil {
@@ -237,7 +275,7 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 	if sp == nil {
 		// The store partition is led by another broker: forwarded there,
 		// acks=all, before the produce is answered.
-		err := s.forward(ctx, t, now, hs, bases)
+		err := s.forward(ctx, t, now, hs, bases, pr)
 		return res, nil, err
 	}
 	if res.Duplicate() {
@@ -257,21 +295,31 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 			return res, nil, nil
 		}
 	}
-	sb, err := storeBatch(t, now, hs, bases)
-	if err != nil {
-		return res, nil, err
+	sb := storeBatch(t, now, hs, bases, pr)
+	var sres log.AppendResult
+	var last int64
+	if pr.id >= 0 {
+		sbases, _, lres, lastOff, err := sp.appendTxn(ctx, sb)
+		if err != nil {
+			return res, nil, err
+		}
+		for _, es := range payloadEntries(sb, sbases) {
+			sp.addTxn(t, pr.id, es) // one target: t
+		}
+		sres, last = lres, lastOff
+	} else {
+		sres, err = sp.p.AppendHeld(ctx, sb)
+		if err != nil {
+			return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
+		}
+		es := make([]*entry, len(hs))
+		for i := range hs {
+			es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
+		}
+		sp.add(t, es)
+		s.m.held.Add(float64(len(hs)))
+		last = sres.BaseOffset + int64(len(hs)) - 1
 	}
-	sres, err := sp.p.AppendHeld(ctx, sb)
-	if err != nil {
-		return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
-	}
-	es := make([]*entry, len(hs))
-	for i := range hs {
-		es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
-	}
-	sp.add(t, es)
-	s.m.held.Add(float64(len(hs)))
-	last := sres.BaseOffset + int64(len(hs)) - 1
 	wait = func(ctx context.Context, durable bool) error {
 		if durable {
 			return sp.p.WaitDurable(ctx, sres, last)
@@ -281,21 +329,18 @@ func (s *Service) Hold(ctx context.Context, p *log.Partition, payload []byte) (r
 	return res, wait, nil
 }
 
-// storeBatch encodes held records as entries of the store.
-func storeBatch(t Target, now int64, hs []held, bases []int64) ([]byte, error) {
+// storeBatch encodes held records as entries of the store, as producer pr.
+func storeBatch(t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
 	recs := make([]kmsg.Record, len(hs))
 	for i := range hs {
 		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: hs[i].value}
 	}
-	return buildStore(now, recs)
+	return buildStoreAs(now, recs, pr)
 }
 
 // forward sends held records to the broker leading t's store partition.
-func (s *Service) forward(ctx context.Context, t Target, now int64, hs []held, bases []int64) error {
-	sb, err := storeBatch(t, now, hs, bases)
-	if err != nil {
-		return err
-	}
+func (s *Service) forward(ctx context.Context, t Target, now int64, hs []held, bases []int64, pr storeProducer) error {
+	sb := storeBatch(t, now, hs, bases, pr)
 	s.mu.Lock()
 	i := StorePartition(t, s.n)
 	s.mu.Unlock()

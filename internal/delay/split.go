@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,8 +32,8 @@ type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 // to the log unchanged.
 //
 // A bad header refuses the whole payload with *batch.RecordErrors (every
-// bad record by index). A transactional batch with a delay in the future
-// is refused: see docs/delayed-delivery.md.
+// bad record by index). A transactional batch is split alike; its held
+// records become pending when the transaction commits (txn.go).
 func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder) (kept []byte, hs []held, err error) {
 	var rerrs batch.RecordErrors
 	var out [][]byte
@@ -59,9 +58,6 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 			switch {
 			case derr != nil:
 				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta, Message: derr.Error()})
-			case later && x.Header.Attributes&batch.AttrTransactional != 0:
-				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta,
-					Message: fmt.Sprintf("headers %s and %s are not taken in a transactional batch", HeaderDeliverAt, HeaderDelayMs)})
 			case later:
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.

@@ -7,6 +7,7 @@ type target struct {
 	nextSeq  int32 // the sequence the next delivery batch starts at
 	seqKnown bool  // nextSeq read from the target's producer state
 	retry    *chunk
+	spans    []span // records beyond the horizon, for cancel by offset (spans.go)
 }
 
 // entryID names an entry in the index: its target and reserved offset.

@@ -16,7 +16,10 @@ const MaxSample = time.Minute
 //
 //	GET /v1/diagnose/group/{group}?sample=5s&peak_rate=N
 //	GET /v1/diagnose/broker
-func (d *Diagnoser) Handler() http.Handler {
+//
+// A group is diagnosed by its coordinator: with peers (cluster mode) a
+// broker that does not coordinate the group passes the request on.
+func (d *Diagnoser) Handler(peers *adminapi.Peers) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/diagnose/broker", func(w http.ResponseWriter, r *http.Request) {
 		groups, err := d.reports.Report("", false)
@@ -45,6 +48,15 @@ func (d *Diagnoser) Handler() http.Handler {
 			o.PeakRate = v
 		}
 		diag, err := d.Group(r.Context(), r.PathValue("group"), o)
+		if errors.Is(err, ErrUnknownGroup) && r.URL.Query().Get(adminapi.Local) == "" {
+			for _, addr := range peers.Others(r.Context()) {
+				var theirs Diagnosis
+				if perr := peers.Get(r, addr, r.URL.Path, r.URL.Query(), &theirs); perr == nil {
+					adminapi.JSON(w, http.StatusOK, theirs)
+					return
+				}
+			}
+		}
 		switch {
 		case errors.Is(err, ErrUnknownGroup):
 			adminapi.Error(w, http.StatusNotFound, err.Error())

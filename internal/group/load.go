@@ -158,7 +158,7 @@ func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[str
 			offset = h.LastOffset() + 1
 			if h.IsControl() {
 				if h.ProducerID >= 0 && len(recs) > 0 && h.BaseOffset < end {
-					if commit, ok := controlCommit(recs[0].Key); ok {
+					if commit, ok := batch.ControlType(recs[0].Key); ok {
 						replayMarker(p, h.ProducerID, commit, loaded)
 					}
 				}

@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -119,21 +118,6 @@ func replayMarker(p int32, pid int64, commit bool, loaded map[string]*group) {
 			g.settleTxn(pid, commit)
 		}
 	}
-}
-
-// controlCommit reads a control record key: int16 version, int16 type
-// (0 abort, 1 commit).
-func controlCommit(key []byte) (commit, ok bool) {
-	if len(key) < 4 {
-		return false, false
-	}
-	switch binary.BigEndian.Uint16(key[2:]) {
-	case 0:
-		return false, true
-	case 1:
-		return true, true
-	}
-	return false, false
 }
 
 // TxnCommitRequest is a TxnOffsetCommit. Topics must already be known to

@@ -1,12 +1,18 @@
 package kafka
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // DescribeProducers v0 (flexible, KIP-664): the idempotent and
 // transactional producers active on partitions this broker leads, with
 // their epoch, last sequence, last write time and open transaction's first
 // offset. Kafka's kafka-transactions.sh describe-producers and the admin
-// clients use it to find hanging transactions.
+// clients use it to find hanging transactions. As Kafka, a partition led
+// by another broker is NOT_LEADER_OR_FOLLOWER: its producer state here is
+// not current (cluster mode), and a caller acting on it (delayed
+// delivery's next sequence) must ask the leader.
 func init() { register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers) }
 
 func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -26,6 +32,11 @@ func handleDescribeProducers(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				sp.ErrorMessage = errorMessage(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if !p.Led() {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -49,6 +49,9 @@ type produceWork struct {
 // log.ErrDelayed, it appends what is due now to p and keeps the rest.
 type Delayer interface {
 	Hold(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
+	// HoldTxn is Hold for a produce carrying transactional id txnID: held
+	// records of a transactional batch wait for the transaction's outcome.
+	HoldTxn(ctx context.Context, p *log.Partition, payload []byte, txnID string) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
 	// HoldForwarded appends to a partition of the delay store entries
 	// that another broker took out of a batch (cluster mode).
 	HoldForwarded(ctx context.Context, p *log.Partition, payload []byte) (log.AppendResult, func(ctx context.Context, durable bool) error, error)
@@ -189,7 +192,9 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 			w.res, w.err = w.p.AppendAsync(rc.ctx, w.records)
 		}
 		if errors.Is(w.err, log.ErrDelayed) {
-			if d := rc.conn.srv.cfg.Delays; d != nil {
+			if d := rc.conn.srv.cfg.Delays; d != nil && req.TransactionID != nil {
+				w.res, w.held, w.err = d.HoldTxn(rc.ctx, w.p, w.records, *req.TransactionID)
+			} else if d != nil {
 				w.res, w.held, w.err = d.Hold(rc.ctx, w.p, w.records)
 			} else {
 				w.res, w.err = w.p.AppendHeld(rc.ctx, w.records)

@@ -94,11 +94,16 @@ func (t *Tracker) Report(only string, withWindow bool) ([]GroupLag, error) {
 		})
 		out = append(out, gl)
 	}
+	sortGroups(out)
+	return out, nil
+}
+
+// sortGroups sorts worst first.
+func sortGroups(out []GroupLag) {
 	slices.SortFunc(out, func(a, b GroupLag) int {
 		return cmp.Or(cmp.Compare(b.Status, a.Status), cmp.Compare(b.MaxLagSeconds, a.MaxLagSeconds),
 			cmp.Compare(b.TotalLag, a.TotalLag), cmp.Compare(a.Group, b.Group))
 	})
-	return out, nil
 }
 
 // judge measures and judges one partition of group g.

@@ -116,6 +116,22 @@ func (k key) edge() Edge {
 	return e
 }
 
+// seenTimes is an edge's stored value.
+type seenTimes struct{ First, Last int64 }
+
+// parseEdge reads one stored edge: its key's last part and its value.
+func parseEdge(name string, value []byte) (key, seenTimes, bool) {
+	k, ok := parseKey(name)
+	if !ok {
+		return k, seenTimes{}, false
+	}
+	var seen seenTimes
+	if json.Unmarshal(value, &seen) != nil {
+		return k, seenTimes{}, false
+	}
+	return k, seen, true
+}
+
 type entry struct {
 	first, last atomic.Int64
 	flushed     atomic.Int64 // last value of `last` written to meta
@@ -177,12 +193,8 @@ func New(ctx context.Context, cfg Config, store meta.Store, logger *slog.Logger)
 			}
 			continue
 		}
-		k, ok := parseKey(rest)
+		k, seen, ok := parseEdge(rest, kv.Value)
 		if !ok {
-			continue
-		}
-		var seen struct{ First, Last int64 }
-		if json.Unmarshal(kv.Value, &seen) != nil {
 			continue
 		}
 		e := &entry{}
@@ -334,7 +346,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		if last == e.flushed.Load() {
 			continue
 		}
-		v, _ := json.Marshal(struct{ First, Last int64 }{e.first.Load(), last})
+		v, _ := json.Marshal(seenTimes{e.first.Load(), last})
 		ops = append(ops, meta.Op{Kind: meta.OpPut, Key: nodePrefix(r.cfg.NodeID) + k.String(), Value: v})
 		done = append(done, pending{e, last})
 	}
@@ -402,12 +414,8 @@ func (r *Recorder) Graph(ctx context.Context) ([]Edge, error) {
 		if err != nil {
 			continue
 		}
-		k, ok := parseKey(rest)
+		k, seen, ok := parseEdge(rest, kv.Value)
 		if !ok {
-			continue
-		}
-		var seen struct{ First, Last int64 }
-		if json.Unmarshal(kv.Value, &seen) != nil {
 			continue
 		}
 		add(k, int32(node), seen.First, seen.Last)

@@ -42,7 +42,7 @@
 // recover.go (startup), merge.go (single node: merging small extents;
 // mergeread.go builds a merged object, mergebuild.go registers and swaps
 // it), retention.go (retention, DeleteRecords, object GC), compact.go
-// (cleaner), pace.go (the clean loop's share of time and I/O), timeindex.go (timestamp
+// (cleaner: compactmap.go its key map, compactread.go its windowed reads), pace.go (the clean loop's share of time and I/O), timeindex.go (timestamp
 // lookups), producer.go (idempotent producer state and its snapshots),
 // txn.go (markers, LSO, aborted index, ReadCommitted),
 // metastate.go (meta keys and records), metrics.go. Cluster mode:

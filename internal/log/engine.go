@@ -133,6 +133,18 @@ type Config struct {
 	// MergeBytesPerSec paces the merge's writes (default 128 MiB/s;
 	// negative: only its duty cycle, at most half of one core).
 	MergeBytesPerSec int64
+	// CompactMapBytes bounds compaction's key map, as Kafka's
+	// log.cleaner.dedupe.buffer.size: 24 bytes a key (a 16-byte digest
+	// and an offset), filled to 90 %. A partition whose dirty range holds
+	// more distinct keys is cleaned in several passes, each a prefix of
+	// it (default 32 MiB, about 1.25 million keys; a pass over fewer
+	// records allocates less).
+	CompactMapBytes int64
+	// CompactObjectBytes bounds one object compaction writes, and so its
+	// output buffer: a pass writes one object per run of input extents
+	// of at most this many bytes (default 16 MiB; an extent larger than
+	// it is a run of its own).
+	CompactObjectBytes int64
 	// Shared, when set, runs the engine in cluster mode over a shared object
 	// store and meta store (shared.go): Dir is unused.
 	Shared *SharedConfig
@@ -169,6 +181,8 @@ func DefaultConfig(dir string) Config {
 		MergeFanIn:             defaultMergeFanIn,
 		MergeObjectBytes:       16 << 20,
 		MergeBytesPerSec:       128 << 20,
+		CompactMapBytes:        32 << 20,
+		CompactObjectBytes:     16 << 20,
 	}
 }
 
@@ -197,6 +211,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log: Config.DecompressRatio must be >= 0, got %d", c.DecompressRatio)
 	case c.MergeFanIn == 1 || c.MergeFanIn < -1:
 		return fmt.Errorf("log: Config.MergeFanIn must be 0 (default), -1 (off) or at least 2, got %d", c.MergeFanIn)
+	case c.CompactMapBytes < 0 || c.CompactMapBytes > 16<<30:
+		return fmt.Errorf("log: Config.CompactMapBytes must be 0 (default) or at most 16 GiB, got %d", c.CompactMapBytes)
+	case c.CompactObjectBytes < 0 || c.CompactObjectBytes > 1<<30:
+		return fmt.Errorf("log: Config.CompactObjectBytes must be 0 (default) or at most 1 GiB, got %d", c.CompactObjectBytes)
 	case c.MergeObjectBytes < 0 || c.MergeObjectBytes > 1<<30:
 		return fmt.Errorf("log: Config.MergeObjectBytes must be 0 (default) or at most 1 GiB, got %d", c.MergeObjectBytes)
 	}
@@ -258,6 +276,12 @@ func (c *Config) fill() {
 	}
 	if c.MergeFanIn == 0 {
 		c.MergeFanIn = d.MergeFanIn
+	}
+	if c.CompactMapBytes == 0 {
+		c.CompactMapBytes = d.CompactMapBytes
+	}
+	if c.CompactObjectBytes == 0 {
+		c.CompactObjectBytes = d.CompactObjectBytes
 	}
 	if c.MergeObjectBytes == 0 {
 		c.MergeObjectBytes = d.MergeObjectBytes

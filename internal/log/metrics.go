@@ -94,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		objects:      prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "log", Name: "objects", Help: "Live data objects."}),
 		objectBytes:  c("object_bytes_written_total", "Bytes written to data objects."),
 		objectsFreed: c("objects_deleted_total", "Data objects deleted (retention, compaction, topic deletion)."),
-		compactions:  c("compactions_total", "Partition compactions completed."),
+		compactions:  c("compactions_total", "Compaction passes completed (a partition with more distinct dirty keys than the key map holds takes several)."),
 		cacheHits:    c("block_cache_hits_total", "Object block cache hits."),
 		cacheMisses:  c("block_cache_misses_total", "Object block cache misses."),
 		objectReads: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: "log",

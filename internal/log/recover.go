@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -234,24 +233,10 @@ func (e *Engine) loadObjects(ctx context.Context, marker uint64, stale *[]meta.O
 		}
 	}
 	for p, xs := range cands {
-		// Newest first; an extent wholly inside a newer one was replaced
-		// by it (compaction output covers exactly its inputs' ranges).
-		sort.Slice(xs, func(i, j int) bool { return xs[i].obj.gen > xs[j].obj.gen })
-		var keep []*extent
-		for _, x := range xs {
-			covered := false
-			for _, k := range keep {
-				if k.Base <= x.Base && k.Last >= x.Last {
-					covered = true
-					break
-				}
-			}
-			if !covered {
-				keep = append(keep, x)
-				x.obj.live++
-			}
+		keep := liveExtents(xs)
+		for _, x := range keep {
+			x.obj.live++
 		}
-		sortExtents(keep)
 		p.extents = keep
 	}
 	for _, o := range e.objects {

@@ -87,8 +87,10 @@ func (e *Engine) cleanPartitions(ctx context.Context, compact bool) {
 	}
 	e.mu.RUnlock()
 	var pc *pacer
+	var bufs *compactBufs
 	if compact {
 		pc = e.newPacer(ctx, e.cfg.CompactBytesPerSec)
+		bufs = &compactBufs{}
 	} else {
 		pc = e.newPacer(ctx, 0)
 	}
@@ -107,7 +109,7 @@ func (e *Engine) cleanPartitions(ctx context.Context, compact bool) {
 				continue // cluster mode: another broker's partition
 			}
 			if compact {
-				d, err := p.compact(ctx, pc)
+				d, err := p.compactWith(ctx, pc, bufs)
 				if d {
 					due++
 				}

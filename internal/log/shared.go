@@ -469,26 +469,51 @@ func (e *Engine) runListings() {
 	}
 }
 
-// liveExtents drops the extents of one partition that a newer object
-// (higher gen) covers wholly, and sorts the rest by offset: an extent
-// superseded by compaction or a merge is dead.
+// liveExtents drops the extents of one partition that newer objects
+// (higher gen) cover, and sorts the rest by offset: an extent superseded
+// by compaction or a merge is dead. Their outputs cover exactly the
+// ranges of the extents they replace: one output a run of whole extents,
+// or, when compaction cleaned only a prefix of an extent, two outputs
+// registered together that cover it between them (compact.go).
 func liveExtents(xs []*extent) []*extent {
+	// Newest first, so that what covers an extent is kept before it.
 	sort.Slice(xs, func(i, j int) bool { return xs[i].obj.gen > xs[j].obj.gen })
 	var keep []*extent
 	for _, x := range xs {
-		covered := false
-		for _, k := range keep {
-			if k.Base <= x.Base && k.Last >= x.Last {
-				covered = true
-				break
-			}
-		}
-		if !covered {
+		if !covered(keep, x) {
 			keep = append(keep, x)
 		}
 	}
 	sortExtents(keep)
 	return keep
+}
+
+// covered says whether the extents of keep cover x's range: one of them
+// wholly, or several of objects newer than x's together, without a gap.
+func covered(keep []*extent, x *extent) bool {
+	var parts []*extent
+	for _, k := range keep {
+		if k.Base <= x.Base && k.Last >= x.Last {
+			return true
+		}
+		if k.obj.gen > x.obj.gen && k.Base <= x.Last && k.Last >= x.Base {
+			parts = append(parts, k)
+		}
+	}
+	if len(parts) < 2 {
+		return false
+	}
+	sortExtents(parts)
+	next := x.Base
+	for _, k := range parts {
+		if k.Base > next {
+			return false
+		}
+		if next = max(next, k.Last+1); next > x.Last {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedObject returns the in-memory object for key, adding it if new. In

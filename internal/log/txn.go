@@ -188,16 +188,10 @@ func (ts *txnState) clone() txnState {
 // int16 (0 abort, 1 commit). ok is false for other control records.
 func controlType(bt []byte) (commit, ok bool) {
 	_, recs, err := batch.Records(bt)
-	if err != nil || len(recs) == 0 || len(recs[0].Key) < 4 {
+	if err != nil || len(recs) == 0 {
 		return false, false
 	}
-	switch binary.BigEndian.Uint16(recs[0].Key[2:]) {
-	case 0:
-		return false, true
-	case 1:
-		return true, true
-	}
-	return false, false
+	return batch.ControlType(recs[0].Key)
 }
 
 // controlBatch builds a transaction marker batch (baseOffset 0).

@@ -1,8 +1,3 @@
-//go:build ignore
-
-// Enabled when the schemacompat branch merges: remove the build line above
-// (and the one in the other format file) and delete format_pending.go.
-
 package schema
 
 import "github.com/sluice-mq/sluice/internal/schema/protobuf"

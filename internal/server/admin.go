@@ -14,12 +14,17 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/acl"
 	"github.com/sluice-mq/sluice/internal/adminapi"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/console"
+	"github.com/sluice-mq/sluice/internal/deadletter"
 	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/lag"
 	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/scram"
 	"github.com/sluice-mq/sluice/internal/trace"
 )
@@ -31,9 +36,13 @@ type adminRoutes struct {
 	lags    *lag.Tracker
 	engine  *log.Engine
 	lineage *lineage.Recorder
-	groups  lag.Groups
+	groups  *lagGroups
 	facts   brokerFacts
 	guard   *adminapi.Guard
+	broker  *broker.Broker
+	md      meta.Store
+	node    int32
+	host    string // advertised host, for a wildcard admin address
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -43,6 +52,14 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	if err != nil {
 		return fmt.Errorf("admin_listen: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	peers, err := adminapi.NewPeers(ctx, r.md, r.node, aln.Addr().String(), r.host)
+	if err != nil {
+		aln.Close()
+		return err
+	}
+	s.peers = peers
 	g := r.guard
 	cluster := func(op kmsg.ACLOperation, h http.Handler) http.Handler {
 		return g.Require(op, kmsg.ACLResourceTypeCluster, func(*http.Request) string { return acl.ClusterName }, h)
@@ -65,20 +82,40 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 		mux.Handle("GET /v1/delay/", describeCluster(r.delays.Handler()))
 		mux.Handle("POST /v1/delay/", cluster(kmsg.ACLOperationAlter, r.delays.Handler()))
 	}
-	lags := r.lags.Handler()
+	lags := r.lags.Handler(peers)
 	mux.Handle("GET /v1/lag", describeCluster(lags))
 	mux.Handle("GET /v1/lag/{group}", group(lags))
-	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler()
+	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler(peers)
 	mux.Handle("GET /v1/diagnose/broker", describeCluster(diag))
 	mux.Handle("GET /v1/diagnose/group/{group}", group(diag))
 	lin := r.lineage.Handler()
 	mux.Handle("GET /v1/lineage", describeCluster(lin))
 	mux.Handle("GET /v1/lineage/", describeCluster(lin))
-	mux.Handle("GET /v1/trace", topic(trace.New(lagLog{r.engine}, r.lineage, r.groups).Handler()))
+	cat := catalog.New(r.broker, g, r.lags, r.groups, r.groups, peers).Handler()
+	mux.Handle("/v1/topics", cat)
+	mux.Handle("/v1/topics/", cat)
+	mux.Handle("/v1/groups", cat)
+	mux.Handle("/v1/groups/", cat)
+	tracer := trace.New(lagLog{r.engine}, r.lineage, r.groups)
+	mux.Handle("GET /v1/trace", topic(tracer.Handler()))
+	dl := deadletter.New(lagLog{r.engine}, tracer, g).Handler()
+	mux.Handle("GET /v1/dlq", dl)
+	mux.Handle("GET /v1/dlq/", dl)
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))
-	s.admin = &http.Server{Handler: g.Authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
+	con, err := console.New(mux, g, s.logger.With("component", "console"))
+	if err != nil {
+		aln.Close()
+		return err
+	}
+	// The console logs its users in itself (a form and a session); the
+	// API wants credentials on every request.
+	top := http.NewServeMux()
+	top.Handle("/ui/", con.Handler())
+	top.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	top.Handle("/", g.Authenticate(mux))
+	s.admin = &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
 	s.adminLn = aln
 	go s.admin.Serve(aln)
 	return nil

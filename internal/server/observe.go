@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/catalog"
 	"github.com/sluice-mq/sluice/internal/config"
 	"github.com/sluice-mq/sluice/internal/diagnose"
 	"github.com/sluice-mq/sluice/internal/group"
@@ -305,4 +307,69 @@ func residentBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// ListGroups lists every group the coordinator serves (catalog.GroupLister).
+func (l *lagGroups) ListGroups() ([]catalog.Group, error) {
+	listed, err := l.c.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catalog.Group, 0, len(listed))
+	for _, g := range listed {
+		out = append(out, catalog.Group{Group: g.Group, Type: g.Type, ProtocolType: g.ProtocolType, State: g.State})
+	}
+	return out, nil
+}
+
+// CommitOffsets commits offsets for a group without members
+// (catalog.OffsetWriter): the coordinator refuses it while members are
+// active, as Kafka does for --reset-offsets.
+func (l *lagGroups) CommitOffsets(ctx context.Context, g, topic string, offsets map[int32]int64) error {
+	r := group.CommitRequest{Group: g, Generation: -1, RetentionMs: -1, Version: 8}
+	for p, o := range offsets {
+		r.Partitions = append(r.Partitions, group.CommitPartition{Topic: topic, Partition: p, Offset: o, LeaderEpoch: -1})
+	}
+	select {
+	case errs := <-l.c.Commit(ctx, r):
+		for i, err := range errs {
+			if err != nil {
+				return fmt.Errorf("partition %d: %w (stop the group's consumers first)", r.Partitions[i].Partition, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Committed is the group's committed offsets of topic (catalog.OffsetWriter).
+func (l *lagGroups) Committed(g, topic string) (map[int32]int64, error) {
+	offs, err := l.c.FetchOffsets(g, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for _, o := range offs {
+		if o.Topic == topic {
+			out[o.Partition] = o.Offset
+		}
+	}
+	return out, nil
+}
+
+// Coordinates reports whether this broker coordinates g.
+func (l *lagGroups) Coordinates(g string) bool {
+	_, err := l.c.FetchOffsets(g, nil)
+	return !errors.Is(err, group.ErrNotCoordinator)
+}
+
+// TopicNames lists the topics (deadletter.Topics).
+func (l lagLog) TopicNames() []string {
+	ts := l.e.Topics()
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
 }

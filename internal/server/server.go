@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/acl"
+	"github.com/sluice-mq/sluice/internal/adminapi"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/cluster"
 	"github.com/sluice-mq/sluice/internal/config"
@@ -62,6 +64,7 @@ type Server struct {
 	txns    *txn.Coordinator
 	delays  *delay.Service
 	lineage *lineage.Recorder
+	peers   *adminapi.Peers // other brokers' admin listeners
 	// delayClient reaches other brokers for the delay service (cluster).
 	delayClient *kgo.Client
 	kafka       *kafka.Server
@@ -97,7 +100,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		Help: "The memory budget the broker sizes itself to (memory_budget_mb; docs/memory.md)."},
 		func() float64 { return float64(mem.Budget) }))
 	logger.Info("memory budget", "budget_mb", mem.Budget>>20, "from_machine", mem.Derived,
-		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20)
+		"heap_limit_mb", mem.HeapLimit>>20, "wal_segment_mb", mem.WALSegmentBytes>>20, "compact_map_mb", mem.CompactMapBytes>>20)
 
 	var (
 		md   meta.Store
@@ -152,6 +155,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	lcfg.TailBytesTotal = mem.TailBytes
 	lcfg.BlockCacheBytes = mem.BlockCacheBytes
 	lcfg.MergeObjectBytes = mem.MergeBytes
+	lcfg.CompactMapBytes = mem.CompactMapBytes
+	lcfg.CompactObjectBytes = mem.CompactObjectBytes
 	lcfg.DecompressRatio = cfg.DecompressRatio
 	lcfg.RetentionCheckInterval = cfg.RetentionCheckInterval
 	lcfg.ProducerIDExpiration = cfg.ProducerIDExpiration
@@ -246,6 +251,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		DefaultPartitions: cfg.DefaultPartitions,
 		TopicDefaults:     cfg.TopicDefaults,
 		DataDir:           cfg.DataDir,
+		TopicNamePattern:  namePattern(cfg.Governance.TopicNamePattern),
 		Static: map[string]string{
 			"socket.request.max.bytes":        strconv.Itoa(int(cfg.MaxRequestBytes)),
 			"queued.max.request.bytes":        strconv.FormatInt(mem.QueuedRequestBytes, 10),
@@ -389,7 +395,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 				kgo.ClientID(delay.ForwardClientID), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}, interOpts...)...)
 		}
 		if err == nil {
-			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient, glue.leaderOf)
+			delays, err = startDelays(ctx, cfg, engine, reg, logger, delayClient, glue.leaderOf, txns)
 		}
 		if delays != nil {
 			kcfg.Delays = delays
@@ -461,7 +467,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	guard := adminGuard(lspecs, creds, authz)
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard}); err != nil {
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
+			md: md, node: cfg.NodeID, host: host, broker: b}); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -536,6 +543,9 @@ func (s *Server) Close() error {
 	<-s.watching
 	if s.admin != nil {
 		s.admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.peers.Close(ctx)
+		cancel()
 	}
 	s.registry.close()
 	s.kafka.Close()
@@ -785,22 +795,35 @@ func kafkaUnlimited(n int32) string {
 // startDelays starts delayed delivery. On a single node the store is
 // created and every partition of it loads in the background; in a cluster
 // (remote set) each store partition runs where it is led (clusterGlue).
-func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client, leader func(string, int32) (int32, bool)) (*delay.Service, error) {
+func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg prometheus.Registerer, logger *slog.Logger, remote *kgo.Client, leader func(string, int32) (int32, bool), txns *txn.Coordinator) (*delay.Service, error) {
 	dcfg := delay.DefaultConfig()
 	dcfg.Partitions = cfg.Delay.StorePartitions
 	dcfg.MaxDelay = cfg.Delay.MaxDelay
 	dcfg.Horizon = cfg.Delay.Horizon
 	dcfg.MemoryEntries = cfg.Delay.MemoryEntries
+	dcfg.StoreMinCompactionLag = cfg.Delay.StoreMinCompactionLag
 	d, err := delay.New(dcfg, engine, reg, logger.With("component", "delay"))
 	if err != nil {
 		return nil, err
 	}
+	jt := delayTxns{c: txns}
 	if remote != nil {
-		d.SetRemote(delay.NewRemote(remote, leader))
+		jt.remote = delay.NewRemote(remote, leader)
+		d.SetRemote(jt.remote)
 	}
+	d.SetTxns(jt)
 	if err := d.Start(ctx, remote != nil); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// namePattern compiles the governance pattern (config.Validate checked
+// it); nil when none.
+func namePattern(p string) *regexp.Regexp {
+	if p == "" {
+		return nil
+	}
+	return regexp.MustCompile(p)
 }

@@ -98,7 +98,7 @@ func (t *Tracer) outcome(ctx context.Context, r *Record) string {
 			if err != nil || len(x.Records) == 0 {
 				return "unknown"
 			}
-			commit, ok := controlType(x.Records[0].Key)
+			commit, ok := batch.ControlType(x.Records[0].Key)
 			x.Release()
 			switch {
 			case !ok:
@@ -137,7 +137,7 @@ func (t *Tracer) hops(ctx context.Context, r *Record) {
 		if _, err := t.log.Partitions(topic); err != nil {
 			continue
 		}
-		q := Query{Topic: topic, Partition: -1, Offset: -1, From: r.Timestamp, HeaderName: hdrOrigOffset,
+		q := Query{Topic: topic, Partition: -1, Offset: -1, StartOffset: -1, From: r.Timestamp, HeaderName: hdrOrigOffset,
 			HeaderValue: strconv.FormatInt(r.Offset, 10), Limit: 100, MaxScanBytes: hopScanBytes}
 		s := &scan{t: t, q: q}
 		n, _ := t.log.Partitions(topic)

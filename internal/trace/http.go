@@ -37,11 +37,11 @@ func (t *Tracer) Handler() http.Handler {
 }
 
 // ParseQuery reads a query from parameters: topic, key, header
-// (NAME=VALUE), partition, offset, from, to (RFC 3339, Unix ms, or a
+// (NAME=VALUE), partition, offset, start_offset, from, to (RFC 3339, Unix ms, or a
 // duration meaning that long before now), limit.
 func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	get := v.Get
-	q := Query{Topic: get("topic"), Partition: -1, Offset: -1}
+	q := Query{Topic: get("topic"), Partition: -1, Offset: -1, StartOffset: -1}
 	bad := func(format string, args ...any) (Query, error) {
 		return Query{}, fmt.Errorf("%w: %s", ErrBadQuery, fmt.Sprintf(format, args...))
 	}
@@ -75,6 +75,16 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		}
 		q.Offset = v
 	}
+	if s := get("start_offset"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return bad("start_offset must be a non-negative integer, got %q", s)
+		}
+		if q.Partition < 0 {
+			return bad("start_offset needs a partition")
+		}
+		q.StartOffset = v
+	}
 	var err error
 	if q.From, err = parseTime(get("from"), now); err != nil {
 		return bad("from: %v", err)
@@ -92,8 +102,8 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		}
 		q.Limit = v
 	}
-	if !q.HasKey && q.HeaderName == "" && q.Offset < 0 && q.From == 0 && q.To == 0 {
-		return bad("give a key, a header, a partition and offset, or a time range (from/to)")
+	if !q.HasKey && q.HeaderName == "" && q.Offset < 0 && q.StartOffset < 0 && q.From == 0 && q.To == 0 {
+		return bad("give a key, a header, a partition and offset (or start_offset), or a time range (from/to)")
 	}
 	return q, nil
 }

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,6 +57,9 @@ type Query struct {
 	// Partition (-1: all) and Offset (-1: any) pick one record.
 	Partition int32
 	Offset    int64
+	// StartOffset (-1: none), with Partition, lists records from that
+	// offset on (a message browser's page).
+	StartOffset int64
 	// From and To bound timestamps, Unix ms (0: unbounded).
 	From, To int64
 	// Limit is the most records returned (default 100).
@@ -270,6 +272,8 @@ func (s *scan) partition(ctx context.Context, p int32) error {
 	from := start
 	if q.Offset >= 0 {
 		from = q.Offset
+	} else if q.StartOffset >= 0 {
+		from = max(q.StartOffset, start)
 	} else if q.From > 0 {
 		off, err := l.OffsetForTime(ctx, q.Topic, p, q.From)
 		if err != nil {
@@ -406,19 +410,4 @@ func preview(b []byte) string {
 		s += "..."
 	}
 	return s
-}
-
-// controlType reads a control record key: int16 version, int16 type (0
-// abort, 1 commit).
-func controlType(key []byte) (commit, ok bool) {
-	if len(key) < 4 {
-		return false, false
-	}
-	switch binary.BigEndian.Uint16(key[2:]) {
-	case 0:
-		return false, true
-	case 1:
-		return true, true
-	}
-	return false, false
 }

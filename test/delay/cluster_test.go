@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-mq/sluice/internal/delay"
 	"github.com/sluice-mq/sluice/internal/testbroker"
 	"github.com/sluice-mq/sluice/internal/testcluster"
 )
@@ -57,36 +55,8 @@ func TestClusterKillHolder(t *testing.T) {
 	}
 
 	// The broker leading the most store partitions that hold records.
-	adm := kadm.NewClient(cl)
-	md, err := adm.Metadata(ctx, delay.Topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	td := md.Topics[delay.Topic]
-	n := int32(len(td.Partitions))
-	if n == 0 {
-		t.Fatalf("no %s partitions in metadata: %+v", delay.Topic, td)
-	}
-	count := map[int32]int{}
-	for p := range int32(partitions) {
-		sp := delay.StorePartition(delay.Target{Topic: topic, Partition: p}, n)
-		count[td.Partitions[sp].Leader]++
-	}
-	victim, most := int32(-1), 0
-	for b, k := range count {
-		if k > most {
-			victim, most = b, k
-		}
-	}
-	idx := -1
-	for i := range c.Len() {
-		if testcluster.NodeID(i) == victim {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		t.Fatalf("leader %d of the store is not one of the brokers", victim)
-	}
+	idx, victim, held := storeVictim(t, ctx, c, cl, topic, partitions)
+	most := len(held)
 	t.Logf("killing broker %d, leader of the store partitions of %d of %d target partitions", victim, most, partitions)
 	c.KillBroker(idx)
 

@@ -3,9 +3,13 @@ package delay
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +100,16 @@ func BenchmarkDelayPending(b *testing.B) {
 		n, _ = strconv.Atoi(s)
 	}
 	bin := testbroker.BuildBinary(b)
+	// SLUICE_DELAY_COMPACT_LAG (a duration, e.g. 1s) lowers the store's
+	// min.compaction.lag.ms so that its compaction runs while the records
+	// are pending; the broker's RSS is then sampled until it is done.
+	lag := os.Getenv("SLUICE_DELAY_COMPACT_LAG")
+	var metrics string
+	if lag != "" {
+		metrics = freeAddr(b)
+		b.Setenv("SLUICE_DELAY_STORE_MIN_COMPACTION_LAG", lag)
+		b.Setenv("SLUICE_ADMIN_LISTEN", metrics)
+	}
 	p := testbroker.StartProcess(b, bin, "--log-level", "info")
 	const topic = "pending"
 	testbroker.CreateTopic(b, p.Addr(), topic, 8, nil)
@@ -152,6 +166,9 @@ func BenchmarkDelayPending(b *testing.B) {
 	if baseline {
 		return
 	}
+	if lag != "" {
+		watchCompaction(b, p.Pid(), metrics, before.RSS)
+	}
 
 	// Records due 3 s from now; the broker is killed at once and restarted.
 	due := time.Now().Add(3 * time.Second)
@@ -184,4 +201,89 @@ func BenchmarkDelayPending(b *testing.B) {
 	b.ReportMetric(resumed.Seconds(), "resume-s")
 	after2, _ := testbroker.ReadMemory(p.Pid())
 	b.Logf("RSS after the restart: %d MiB", after2.RSS>>20)
+}
+
+// watchCompaction samples the broker's RSS every 250 ms until the delay
+// store's compaction is done (at least one compaction per store
+// partition, none due, and no new one for 45 s: three cleaner backoffs),
+// logging it every 10 s and at each compaction, and reports the peak and
+// what is left. With a lag longer than the burst (e.g. 90s), the first
+// samples are the pending records alone, before any compaction.
+func watchCompaction(b *testing.B, pid int, metrics string, idle int64) {
+	began := time.Now()
+	var peak, peakAnon int64
+	var last float64
+	lastChange := time.Now()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		m, err := testbroker.ReadMemory(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak, peakAnon = max(peak, m.RSS), max(peakAnon, m.Anon)
+		if i%4 == 0 {
+			vals, err := scrape(metrics, "sluice_log_compactions_total", "sluice_log_compaction_partitions_due")
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, due := vals[0], vals[1]
+			if n != last || i%40 == 0 {
+				if n != last {
+					last, lastChange = n, time.Now()
+				}
+				b.Logf("%v: %.0f compactions, %.0f partitions due, RSS %d MiB (anon %d MiB)",
+					time.Since(began).Round(time.Second), n, due, m.RSS>>20, m.Anon>>20)
+			}
+			if n >= 8 && due == 0 && time.Since(lastChange) > 45*time.Second {
+				break
+			}
+			if time.Since(began) > 45*time.Minute {
+				b.Fatalf("compaction not done after 45 minutes: %.0f compactions, %.0f due", n, due)
+			}
+		}
+		<-tick.C
+	}
+	after, err := testbroker.ReadMemory(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("store compaction: %.0f compactions done %v after the burst; RSS peak %d MiB (anon %d MiB), %d MiB extra over idle; after %d MiB (%d MiB extra); VmHWM %d MiB",
+		last, lastChange.Sub(began).Round(time.Second), peak>>20, peakAnon>>20, (peak-idle)>>20, after.RSS>>20, (after.RSS-idle)>>20, after.HWM>>20)
+	b.ReportMetric(float64((peak-idle)>>20), "compaction-peak-extra-RSS-MiB")
+	b.ReportMetric(float64((after.RSS-idle)>>20), "after-compaction-extra-RSS-MiB")
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// scrape reads the values of unlabelled metrics from a /metrics page.
+func scrape(addr string, names ...string) ([]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(names))
+	for _, line := range strings.Split(string(body), "\n") {
+		for i, n := range names {
+			if v, ok := strings.CutPrefix(line, n+" "); ok {
+				if out[i], err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+					return nil, fmt.Errorf("metric %s: %v", n, err)
+				}
+			}
+		}
+	}
+	return out, nil
 }

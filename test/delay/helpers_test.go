@@ -33,10 +33,10 @@ type consumer struct {
 	done chan struct{}
 }
 
-func consume(t testing.TB, addr, topic string) *consumer {
+func consume(t testing.TB, addr, topic string, opts ...kgo.Opt) *consumer {
 	t.Helper()
-	cl := testbroker.NewClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond))
+	cl := testbroker.NewClient(t, addr, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &consumer{recs: map[string][]seen{}, stop: cancel, done: make(chan struct{})}
 	go func() {

@@ -24,7 +24,7 @@ func TestRESTConformance(t *testing.T) {
 		contains     string // a part of the body, when set
 	}{
 		{"GET", "/", nil, 200, 0, `{}`, ""},
-		{"GET", "/schemas/types", nil, 200, 0, "", `"AVRO"`},
+		{"GET", "/schemas/types", nil, 200, 0, `["JSON","PROTOBUF","AVRO"]`, ""},
 		{"GET", "/subjects", nil, 200, 0, `[]`, ""},
 		{"GET", "/subjects/s/versions", nil, 404, 40401, "", ""},
 		{"GET", "/schemas/ids/99", nil, 404, 40403, "", ""},
@@ -120,6 +120,14 @@ func TestRESTConformance(t *testing.T) {
 		{"GET", "/schemas/ids/3", nil, 404, 40403, "", ""},
 		{"GET", "/schemas/ids/2", nil, 404, 40403, "", ""},
 		{"GET", "/schemas/ids/1", nil, 200, 0, "", `User`},
+		// Protobuf and JSON Schema, by schemaType.
+		{"POST", "/subjects/proto/versions", map[string]any{"schemaType": "PROTOBUF", "schema": protoV1}, 200, 0, `{"id":103}`, ""},
+		{"GET", "/subjects/proto/versions/1", nil, 200, 0, "", `"schemaType":"PROTOBUF"`},
+		{"POST", "/subjects/proto/versions", map[string]any{"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\"; message {"}, 422, 42201, "", ""},
+		{"POST", "/subjects/proto/versions", map[string]any{"schemaType": "JSON", "schema": jsonV1}, 409, 409, "", ""},
+		{"POST", "/subjects/json/versions", map[string]any{"schemaType": "JSON", "schema": jsonV1}, 200, 0, `{"id":104}`, ""},
+		{"GET", "/schemas/ids/104", nil, 200, 0, "", `"schemaType":"JSON"`},
+		{"POST", "/subjects/json", map[string]any{"schemaType": "JSON", "schema": jsonV1}, 200, 0, "", `"version":1`},
 		// Subject names are path segments: "/" travels as %2F.
 		{"POST", "/subjects/team%2Fusers/versions", schemaBody(userV1), 200, 0, `{"id":1}`, ""},
 		{"GET", "/schemas/ids/1/subjects", nil, 200, 0, "", `"team/users"`},
@@ -169,6 +177,11 @@ func TestRequestLimits(t *testing.T) {
 		t.Fatalf("schema types %v lack AVRO", types)
 	}
 }
+
+const (
+	protoV1 = `syntax = "proto3"; package t; message User { int64 id = 1; }`
+	jsonV1  = `{"type":"object","properties":{"id":{"type":"integer"}}}`
+)
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)

@@ -205,3 +205,18 @@ func SetLogAppendTime(b []byte, ts int64) {
 	binary.BigEndian.PutUint64(b[OffMaxTimestamp:], uint64(ts))
 	binary.BigEndian.PutUint32(b[OffCRC:], ComputeCRC(b))
 }
+
+// ControlType reads a control record's key: version int16, type int16 (0
+// abort, 1 commit). ok is false for other control records (and short keys).
+func ControlType(key []byte) (commit, ok bool) {
+	if len(key) < 4 {
+		return false, false
+	}
+	switch binary.BigEndian.Uint16(key[2:]) {
+	case 0:
+		return false, true
+	case 1:
+		return true, true
+	}
+	return false, false
+}

@@ -219,16 +219,24 @@ func compressorFor(codec int8) (kgo.Compressor, error) {
 // is recomputed for CreateTime batches. Compaction uses it: records keep their
 // offsets and the batch keeps its last offset (producer state depends on it).
 func Rebuild(h Header, recs []kmsg.Record) ([]byte, error) {
-	var raw []byte
+	// The records go straight after the header (compressed ones are
+	// replaced by their compression), each encoded in one reused scratch
+	// buffer: no allocation per record.
+	n := HeaderSize
+	for i := range recs {
+		n += 16 + len(recs[i].Key) + len(recs[i].Value)
+	}
+	b := make([]byte, HeaderSize, n)
+	var scratch []byte
 	maxTS := h.FirstTimestamp
 	for i := range recs {
 		r := &recs[i]
 		r.Length = 0
-		body := r.AppendTo(nil)
+		scratch = r.AppendTo(scratch[:0])
 		// AppendTo wrote a zero length varint first; replace it.
-		body = body[1:]
-		raw = binary.AppendVarint(raw, int64(len(body)))
-		raw = append(raw, body...)
+		body := scratch[1:]
+		b = binary.AppendVarint(b, int64(len(body)))
+		b = append(b, body...)
 		if ts := h.FirstTimestamp + r.TimestampDelta64; ts > maxTS {
 			maxTS = ts
 		}
@@ -242,13 +250,13 @@ func Rebuild(h Header, recs []kmsg.Record) ([]byte, error) {
 			return nil, err
 		}
 		var buf bytes.Buffer
-		out, used := comp.Compress(&buf, raw)
+		out, used := comp.Compress(&buf, b[HeaderSize:])
 		if used != kgo.CompressionCodecType(c) {
 			return nil, fmt.Errorf("%w: recompress with codec %d failed", ErrCorrupt, c)
 		}
-		raw = append([]byte(nil), out...)
+		b = append(b[:HeaderSize], out...)
 	}
-	b := make([]byte, HeaderSize, HeaderSize+len(raw))
+	raw := b[HeaderSize:]
 	binary.BigEndian.PutUint64(b[OffBaseOffset:], uint64(h.BaseOffset))
 	binary.BigEndian.PutUint32(b[OffLength:], uint32(HeaderSize-LogOverhead+len(raw)))
 	binary.BigEndian.PutUint32(b[OffLeaderEpoch:], uint32(h.LeaderEpoch))
@@ -261,7 +269,6 @@ func Rebuild(h Header, recs []kmsg.Record) ([]byte, error) {
 	binary.BigEndian.PutUint16(b[OffProducerEpoch:], uint16(h.ProducerEpoch))
 	binary.BigEndian.PutUint32(b[OffBaseSequence:], uint32(h.BaseSequence))
 	binary.BigEndian.PutUint32(b[OffRecordCount:], uint32(len(recs)))
-	b = append(b, raw...)
 	binary.BigEndian.PutUint32(b[OffCRC:], ComputeCRC(b))
 	return b, nil
 }

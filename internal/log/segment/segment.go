@@ -97,6 +97,13 @@ func NewBuilder(interval int) *Builder { return NewBuilderSize(interval, 0) }
 // NewBuilderSize is NewBuilder with room for dataBytes of batches and
 // extents extents, so building does not regrow the buffer.
 func NewBuilderSize(interval int, dataBytes int, extents ...int) *Builder {
+	return NewBuilderBuf(nil, interval, dataBytes, extents...)
+}
+
+// NewBuilderBuf is NewBuilderSize building in buf's memory (what it holds
+// is overwritten) if it has the room, so that one buffer serves object
+// after object; the object Finish returns is then in it.
+func NewBuilderBuf(buf []byte, interval int, dataBytes int, extents ...int) *Builder {
 	if interval <= 0 {
 		interval = DefaultIndexInterval
 	}
@@ -105,7 +112,10 @@ func NewBuilderSize(interval int, dataBytes int, extents ...int) *Builder {
 		n = extents[0]
 	}
 	footer := n*ExtentSize + (dataBytes/interval+2*n)*EntrySize + TrailerSize + 4
-	return &Builder{interval: interval, data: make([]byte, 0, dataBytes+footer)}
+	if cap(buf) < dataBytes+footer {
+		buf = make([]byte, 0, dataBytes+footer)
+	}
+	return &Builder{interval: interval, data: buf[:0]}
 }
 
 // Len is the data size so far.

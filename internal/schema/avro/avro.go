@@ -1,82 +1,180 @@
 package avro
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
 
-	havro "github.com/hamba/avro/v2"
+	hamba "github.com/hamba/avro/v2"
+
+	"github.com/sluice-mq/sluice/internal/schema/jsonlimit"
 )
 
-// Schema is a parsed, valid Avro schema.
+// Limits on schema text: the parser recurses on JSON nesting and on named types.
+const (
+	maxSchemaBytes = 1 << 20
+	maxDepth       = 128
+	maxRefs        = 256
+	maxRefBytes    = 4 << 20
+)
+
+// ErrInvalid is wrapped by every error Parse returns.
+var ErrInvalid = errors.New("invalid Avro schema")
+
+// Schema is a parsed Avro schema, with the named types of its references resolved.
 type Schema struct {
-	s     havro.Schema
-	canon string
+	root      hamba.Schema
+	canonical string
 }
 
-// Parse parses and validates schema text; refs maps each reference name
-// to the referenced schema's text (named types the schema uses).
-func Parse(schema string, refs map[string]string) (s *Schema, err error) {
-	defer func() {
-		// The parser is third-party code fed user input: a panic in it is
-		// an invalid schema, not a crashed broker.
-		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("invalid Avro schema: %v", r)
-		}
-	}()
-	cache := &havro.SchemaCache{}
-	// References may use each other: parse those that can be parsed until
-	// no more can.
-	pending := make(map[string]string, len(refs))
-	for k, v := range refs {
-		pending[k] = v
+// Parse parses and validates schema text. refs maps each referenced named type's full name to the
+// text of the schema that defines it; referenced schemas may use each other's types.
+func Parse(schema string, refs map[string]string) (*Schema, error) {
+	if err := checkRefs(refs); err != nil {
+		return nil, err
 	}
-	for len(pending) > 0 {
-		progress := false
-		var lastErr error
-		for name, text := range pending {
-			if _, err := havro.ParseWithCache(text, "", cache); err != nil {
-				lastErr = fmt.Errorf("reference %q: %w", name, err)
-				continue
-			}
-			delete(pending, name)
-			progress = true
-		}
-		if !progress {
-			return nil, fmt.Errorf("invalid Avro schema: %w", lastErr)
-		}
+	cache := &hamba.SchemaCache{}
+	if err := parseRefs(refs, cache); err != nil {
+		return nil, err
 	}
-	hs, err := havro.ParseWithCache(schema, "", cache)
+	root, err := parseText(schema, cache)
 	if err != nil {
-		return nil, fmt.Errorf("invalid Avro schema: %w", err)
+		return nil, err
 	}
-	return &Schema{s: hs, canon: canonical(schema)}, nil
+	if err := checkNullNamespaces(root, ""); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	canonical, err := canonicalJSON(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return &Schema{root: root, canonical: canonical}, nil
 }
 
-// canonical is the schema text without insignificant whitespace: two
-// registrations that differ only in layout are the same schema.
-func canonical(text string) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(text)); err != nil {
-		return text // a bare name such as "string" that is not JSON
+// checkRefs bounds the number and total size of references: parseRefs may parse each of them
+// once per round.
+func checkRefs(refs map[string]string) error {
+	if len(refs) > maxRefs {
+		return fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
 	}
-	return b.String()
+	total := 0
+	for _, text := range refs {
+		total += len(text)
+	}
+	if total > maxRefBytes {
+		return fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
+	}
+	return nil
 }
 
-// Canonical is the normalised text used to decide that two registrations
-// are the same schema.
-func (s *Schema) Canonical() string { return s.canon }
+// parseRefs parses references in dependency order: a reference that names a type not yet known is
+// retried after the others, and fails only when a whole round makes no progress.
+func parseRefs(refs map[string]string, cache *hamba.SchemaCache) error {
+	pending := make([]string, 0, len(refs))
+	for name := range refs {
+		pending = append(pending, name)
+	}
+	sort.Strings(pending)
+	for len(pending) > 0 {
+		var retry []string
+		var lastErr error
+		for _, name := range pending {
+			if _, err := parseText(refs[name], cache); err != nil {
+				lastErr = fmt.Errorf("reference %q: %w", name, err)
+				if !strings.Contains(err.Error(), "unknown type") {
+					return lastErr // not waiting for another reference
+				}
+				retry = append(retry, name)
+			}
+		}
+		if len(retry) == len(pending) {
+			return lastErr
+		}
+		pending = retry
+	}
+	return nil
+}
 
-// Incompatibilities lists why data written with writer cannot be read with
-// reader (empty: compatible).
-func Incompatibilities(reader, writer *Schema) (out []string) {
+// parseText parses one schema into cache. The library is not trusted with hostile input: text is
+// bounded first and a panic becomes an error.
+func parseText(text string, cache *hamba.SchemaCache) (s hamba.Schema, err error) {
+	if err := jsonlimit.Check(text, maxSchemaBytes, maxDepth); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !utf8.ValidString(text) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	}
+	if !json.Valid([]byte(text)) {
+		return nil, fmt.Errorf("%w: not valid JSON", ErrInvalid)
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			out = []string{fmt.Sprintf("checking compatibility failed: %v", r)}
+			s, err = nil, fmt.Errorf("%w: %v", ErrInvalid, r)
 		}
 	}()
-	if err := havro.NewSchemaCompatibility().Compatible(reader.s, writer.s); err != nil {
-		return []string{err.Error()}
+	// Parse into a copy so that a failed parse leaves no half-defined names behind.
+	scratch := &hamba.SchemaCache{}
+	scratch.AddAll(cache)
+	s, err = hamba.ParseWithCache(text, "", scratch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	cache.AddAll(scratch)
+	return s, nil
+}
+
+// Canonical returns the schema as compact JSON with full names and a fixed attribute order,
+// keeping what Confluent keeps beyond the Parsing Canonical Form: doc, aliases, defaults, field
+// order and custom properties (sorted).
+func (s *Schema) Canonical() string { return s.canonical }
+
+// String returns the canonical text.
+func (s *Schema) String() string { return s.canonical }
+
+func canonicalJSON(root hamba.Schema) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("rendering schema: %v", r)
+		}
+	}()
+	b, err := json.Marshal(root)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// checkNullNamespaces rejects a named type in the null namespace (a name written ".Name") defined
+// inside a type with a namespace: the canonical JSON, which carries no "namespace" attribute,
+// would give it the enclosing namespace when parsed again.
+func checkNullNamespaces(s hamba.Schema, enclosing string) error {
+	switch t := s.(type) {
+	case *hamba.RecordSchema:
+		if t.Namespace() == "" && enclosing != "" {
+			return fmt.Errorf("named type %s in the null namespace inside namespace %s is not supported", t.FullName(), enclosing)
+		}
+		for _, f := range t.Fields() {
+			if err := checkNullNamespaces(f.Type(), t.Namespace()); err != nil {
+				return err
+			}
+		}
+	case hamba.NamedSchema:
+		if t.Namespace() == "" && enclosing != "" {
+			return fmt.Errorf("named type %s in the null namespace inside namespace %s is not supported", t.FullName(), enclosing)
+		}
+	case *hamba.ArraySchema:
+		return checkNullNamespaces(t.Items(), enclosing)
+	case *hamba.MapSchema:
+		return checkNullNamespaces(t.Values(), enclosing)
+	case *hamba.UnionSchema:
+		for _, b := range t.Types() {
+			if err := checkNullNamespaces(b, enclosing); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

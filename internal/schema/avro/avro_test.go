@@ -1,41 +1,127 @@
 package avro
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
 
-func TestParseAndCompatibility(t *testing.T) {
-	v1, err := Parse(`{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`, nil)
+	"github.com/sluice-mq/sluice/internal/schema/compattest"
+)
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"not JSON", `{"type":`, "not valid JSON"},
+		{"unknown type", `"integer"`, "unknown type"},
+		{"record without name", `{"type":"record","fields":[]}`, "name"},
+		{"bad default", `{"type":"record","name":"A","fields":[{"name":"a","type":"int","default":"x"}]}`, "default"},
+		{"duplicate enum symbol", `{"type":"enum","name":"E","symbols":["A","A"]}`, "duplicate"},
+		{"undefined reference", `{"type":"record","name":"A","fields":[{"name":"a","type":"com.acme.Missing"}]}`, "unknown type"},
+		{"null namespace inside a namespace", `{"type":"record","name":"A","namespace":"x","fields":[{"name":"e","type":{"type":"enum","name":".E","symbols":["S"]}}]}`, "null namespace"},
+		{"invalid UTF-8", "\"\xff\"", "UTF-8"},
+		{"too deep", strings.Repeat("[", 200) + strings.Repeat("]", 200), "nested too deeply"},
+		{"too large", `"` + strings.Repeat("a", maxSchemaBytes) + `"`, "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(tt.text, nil)
+			if err == nil {
+				t.Fatal("Parse succeeded, want error")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse error %q, want ErrInvalid containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+const addressSchema = `{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"city","type":"string"}]}`
+const countrySchema = `{"type":"enum","name":"Country","namespace":"com.acme","symbols":["FR","DE"]}`
+const addressWithCountry = `{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"city","type":"string"},{"name":"country","type":"Country"}]}`
+
+func TestReferences(t *testing.T) {
+	user := `{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"home","type":"Address"},{"name":"work","type":["null","com.acme.Address"],"default":null}]}`
+	if _, err := Parse(user, nil); err == nil {
+		t.Fatal("Parse without the reference succeeded")
+	}
+	s, err := Parse(user, map[string]string{"com.acme.Address": addressSchema})
+	if err != nil {
+		t.Fatalf("Parse with reference: %v", err)
+	}
+	if !strings.Contains(s.Canonical(), `"name":"city"`) {
+		t.Errorf("canonical form does not resolve the reference: %s", s.Canonical())
+	}
+
+	// References that depend on each other are resolved whatever the map order.
+	refs := map[string]string{"com.acme.Address": addressWithCountry, "com.acme.Country": countrySchema}
+	s2, err := Parse(user, refs)
+	if err != nil {
+		t.Fatalf("Parse with chained references: %v", err)
+	}
+
+	// A change inside a referenced type is seen by the compatibility check.
+	got := Incompatibilities(s2, s)
+	if !compattest.Contains(got, "/home/country") {
+		t.Errorf("Incompatibilities(with country, without) = %q, want a message about /home/country", got)
+	}
+	if got := Incompatibilities(s, s2); len(got) != 0 {
+		t.Errorf("old reader of new data: %q, want compatible", got)
+	}
+
+	if _, err := Parse(user, map[string]string{"com.acme.Address": `{"type":`}); err == nil ||
+		!strings.Contains(err.Error(), `reference "com.acme.Address"`) {
+		t.Errorf("bad reference text: err = %v, want it named", err)
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	a, err := Parse(`{ "type" : "record", "namespace":"x", "name" : "A", "fields" : [ {"type":"int","name":"n","default":1} ] }`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2, err := Parse(`{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string", "default": ""}]}`, nil)
+	b, err := Parse(`{"name":"x.A","type":"record","fields":[{"name":"n","type":"int","default":1}]}`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3, err := Parse(`{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"c","type":"string"}]}`, nil)
-	if err != nil {
-		t.Fatal(err)
+	if a.Canonical() != b.Canonical() {
+		t.Errorf("same schema, different canonical forms:\n%s\n%s", a.Canonical(), b.Canonical())
 	}
-	if got := Incompatibilities(v2, v1); len(got) != 0 {
-		t.Errorf("v2 reading v1 (new field with default): %v", got)
+	want := `{"name":"x.A","type":"record","fields":[{"name":"n","type":"int","default":1}]}`
+	if a.Canonical() != want {
+		t.Errorf("Canonical() = %s, want %s", a.Canonical(), want)
 	}
-	if got := Incompatibilities(v3, v1); len(got) == 0 {
-		t.Error("v3 reading v1: a new field without default must be incompatible")
-	}
-	same, _ := Parse("{\"type\":\"record\",\n \"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"}]}", nil)
-	if same.Canonical() != v1.Canonical() {
-		t.Errorf("canonical forms differ: %q vs %q", same.Canonical(), v1.Canonical())
-	}
-	for _, bad := range []string{``, `{`, `{"type":"record","name":"R"}`, `{"type":"nope"}`} {
-		if _, err := Parse(bad, nil); err == nil {
-			t.Errorf("Parse(%q) accepted an invalid schema", bad)
+	// Defaults, aliases and doc are kept: changing them is a new schema.
+	for _, other := range []string{
+		`{"name":"x.A","type":"record","fields":[{"name":"n","type":"int","default":2}]}`,
+		`{"name":"x.A","type":"record","fields":[{"name":"n","type":"int","default":1,"aliases":["m"]}]}`,
+		`{"name":"x.A","type":"record","doc":"d","fields":[{"name":"n","type":"int","default":1}]}`,
+	} {
+		c, err := Parse(other, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Canonical() == a.Canonical() {
+			t.Errorf("%s has the same canonical form as %s", other, want)
 		}
 	}
-	withRef, err := Parse(`{"type":"record","name":"Outer","fields":[{"name":"r","type":"R"}]}`,
-		map[string]string{"R": `{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}`})
-	if err != nil || withRef == nil {
-		t.Fatalf("schema with a reference: %v", err)
+	// The canonical form parses back to itself.
+	again, err := Parse(a.Canonical(), nil)
+	if err != nil || again.Canonical() != a.Canonical() {
+		t.Errorf("canonical form does not round-trip: %v %v", err, again)
 	}
-	if _, err := Parse(`{"type":"record","name":"Outer","fields":[{"name":"r","type":"R"}]}`, nil); err == nil {
-		t.Error("an unresolved named type must be invalid")
+}
+
+func TestReferenceLimits(t *testing.T) {
+	many := map[string]string{}
+	for i := 0; i <= maxRefs; i++ {
+		many[fmt.Sprintf("r%d", i)] = "{}"
+	}
+	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
+	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
+		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
+			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
+		}
 	}
 }

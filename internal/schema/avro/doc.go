@@ -1,9 +1,8 @@
-// Package avro parses Avro schemas and decides Avro compatibility for the
-// schema registry (internal/schema dispatches to it).
+// Package avro parses Avro schemas for the schema registry, renders the canonical text that
+// decides whether two registrations are the same schema, and lists why data written with one
+// schema cannot be read with another (Avro schema resolution, as Confluent applies it).
 //
-// TEMPORARY: this is the registry branch's minimal stand-in, enough to
-// build and test the registry; the schemacompat branch owns this package
-// and its version replaces this one at merge. It owns parsing, the
-// canonical text and reader/writer checks; it does not own subjects,
-// versions or compatibility levels (internal/schema, internal/registry).
+// It owns nothing else: subjects, versions, references and the seven compatibility levels live in
+// internal/schema, which calls Incompatibilities in one or both directions. The rules implemented
+// are written down in docs/schema-compatibility.md.
 package avro

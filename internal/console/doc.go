@@ -1,0 +1,13 @@
+// Package console is sluice's web console, served by the broker on the
+// admin listener under /ui/ from templates and assets embedded in the
+// binary (no Node step: htmx is vendored in static/, docs/console.md).
+//
+// Every page is drawn from the admin JSON API (docs/api.md), called in
+// process with the logged-in principal, so the console shows and does
+// exactly what that principal may through the API: the same ACLs, and in
+// cluster mode the same cluster-wide answers. When the broker has SASL
+// users the console asks for a login with the same credentials and keeps
+// a server-side session (an HttpOnly, SameSite=Strict cookie); every
+// action is a POST carrying the session's CSRF token, and nothing that
+// changes data is reachable by GET.
+package console

@@ -1,0 +1,277 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/catalog"
+	"github.com/sluice-mq/sluice/internal/diagnose"
+	"github.com/sluice-mq/sluice/internal/lag"
+	"github.com/sluice-mq/sluice/internal/lineage"
+	"github.com/sluice-mq/sluice/internal/trace"
+)
+
+var funcs = template.FuncMap{
+	"bytes": func(n int64) string {
+		switch {
+		case n >= 1<<30:
+			return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+		case n >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		case n >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+		}
+		return fmt.Sprintf("%d B", n)
+	},
+	"secs": func(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) + " s" },
+	"ms": func(ms int64) string {
+		if ms <= 0 {
+			return "-"
+		}
+		return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000")
+	},
+	"status": func(s lag.Status) string { return s.String() },
+	"lower":  func(s lag.Status) string { return "st-" + s.String() },
+	"add":    func(a, b int) int { return a + b },
+	"add64":  func(a, b int64) int64 { return a + b },
+	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
+}
+
+const pageSize = 50
+
+func (c *Console) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /ui/{$}", c.withSession(c.overview))
+	mux.HandleFunc("GET /ui/topics", c.withSession(c.topics))
+	mux.HandleFunc("POST /ui/topics", c.withSession(c.createTopic))
+	mux.HandleFunc("GET /ui/topics/{topic}", c.withSession(c.topic))
+	mux.HandleFunc("POST /ui/topics/{topic}/delete", c.withSession(c.deleteTopic))
+	mux.HandleFunc("POST /ui/topics/{topic}/configs", c.withSession(c.alterConfigs))
+	mux.HandleFunc("POST /ui/topics/{topic}/partitions", c.withSession(c.addPartitions))
+	mux.HandleFunc("GET /ui/groups", c.withSession(c.groups))
+	mux.HandleFunc("GET /ui/groups/{group}", c.withSession(c.group))
+	mux.HandleFunc("GET /ui/groups/{group}/diagnose", c.withSession(c.diagnose))
+	mux.HandleFunc("GET /ui/lineage", c.withSession(c.lineage))
+	mux.HandleFunc("GET /ui/delays", c.withSession(c.delays))
+	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
+	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
+	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
+}
+
+func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title string, data any, err error) {
+	v := view{Title: title, User: s.user, CSRF: s.csrf, Login: c.guard.Required, Data: data}
+	if err != nil {
+		v.Error = err.Error()
+	}
+	c.render(w, code, name, v)
+}
+
+type overviewData struct {
+	Broker      diagnose.BrokerDiagnosis
+	BrokerErr   string
+	Topics      int
+	Groups      []catalog.Group
+	GroupsTotal int
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	var d overviewData
+	if _, err := c.call(r, s, "GET", "/v1/diagnose/broker", nil, &d.Broker); err != nil {
+		d.BrokerErr = err.Error()
+	}
+	var topics struct{ Total int }
+	c.call(r, s, "GET", "/v1/topics?limit=1", nil, &topics)
+	d.Topics = topics.Total
+	var groups struct {
+		Total  int
+		Groups []catalog.Group
+	}
+	c.call(r, s, "GET", "/v1/groups?limit=10", nil, &groups)
+	d.Groups, d.GroupsTotal = groups.Groups, groups.Total
+	c.page(w, s, http.StatusOK, "overview", "Overview", d, nil)
+}
+
+type topicsData struct {
+	Search      string
+	Offset      int
+	Total       int
+	Topics      []catalog.Topic
+	Prev, Next  int
+	HasPrev     bool
+	HasNext     bool
+	CreateName  string
+	CreateParts string
+}
+
+func (c *Console) topics(w http.ResponseWriter, r *http.Request, s *session) {
+	d := topicsData{Search: r.URL.Query().Get("search")}
+	d.Offset, _ = strconv.Atoi(r.URL.Query().Get("offset"))
+	d.Offset = max(d.Offset, 0)
+	q := url.Values{"search": {d.Search}, "offset": {strconv.Itoa(d.Offset)}, "limit": {strconv.Itoa(pageSize)}}
+	var list struct {
+		Total  int
+		Topics []catalog.Topic
+	}
+	_, err := c.call(r, s, "GET", "/v1/topics?"+q.Encode(), nil, &list)
+	d.Total, d.Topics = list.Total, list.Topics
+	d.HasPrev, d.Prev = d.Offset > 0, max(d.Offset-pageSize, 0)
+	d.HasNext, d.Next = d.Offset+pageSize < d.Total, d.Offset+pageSize
+	c.page(w, s, http.StatusOK, "topics", "Topics", d, err)
+}
+
+func (c *Console) createTopic(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PostFormValue("name")
+	parts, _ := strconv.Atoi(r.PostFormValue("partitions"))
+	body := map[string]any{"name": name, "partitions": parts}
+	if code, err := c.call(r, s, "POST", "/v1/topics", body, nil); err != nil {
+		d := topicsData{CreateName: name, CreateParts: r.PostFormValue("partitions")}
+		c.page(w, s, code, "topics", "Topics", d, fmt.Errorf("creating %s: %w", name, err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+func (c *Console) deleteTopic(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	if code, err := c.call(r, s, "DELETE", "/v1/topics/"+url.PathEscape(name), nil, nil); err != nil {
+		c.page(w, s, code, "topics", "Topics", topicsData{}, fmt.Errorf("deleting %s: %w", name, err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics", http.StatusSeeOther)
+}
+
+type topicData struct {
+	Topic     catalog.TopicDetail
+	Partition int32
+	Offset    int64
+	Key       string
+	Records   []trace.Record
+	Truncated string
+	BrowseErr string
+}
+
+// browseLimit is the most records the message browser reads for a page.
+const browseLimit = 50
+
+func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	var d topicData
+	code, err := c.call(r, s, "GET", "/v1/topics/"+url.PathEscape(name), nil, &d.Topic)
+	if err != nil {
+		c.page(w, s, code, "topic", name, d, err)
+		return
+	}
+	q := r.URL.Query()
+	p, _ := strconv.ParseInt(q.Get("partition"), 10, 32)
+	d.Partition = int32(min(max(p, 0), int64(max(d.Topic.Partitions-1, 0))))
+	d.Key = q.Get("key")
+	tq := url.Values{"topic": {name}, "limit": {strconv.Itoa(browseLimit)}}
+	if d.Key != "" {
+		tq.Set("key", d.Key)
+	} else {
+		var start, end int64
+		for _, pp := range d.Topic.PartitionList {
+			if pp.Partition == d.Partition {
+				start, end = pp.LogStart, pp.End
+			}
+		}
+		// The newest page by default, or from the offset asked for.
+		d.Offset = max(end-browseLimit, start)
+		if o, err := strconv.ParseInt(q.Get("offset"), 10, 64); err == nil && o >= 0 {
+			d.Offset = o
+		}
+		tq.Set("partition", strconv.Itoa(int(d.Partition)))
+		tq.Set("start_offset", strconv.FormatInt(d.Offset, 10))
+	}
+	var res trace.Result
+	if _, err := c.call(r, s, "GET", "/v1/trace?"+tq.Encode(), nil, &res); err != nil {
+		d.BrowseErr = err.Error()
+	}
+	d.Records, d.Truncated = res.Records, res.Truncated
+	c.page(w, s, http.StatusOK, "topic", name, d, nil)
+}
+
+type groupsData struct {
+	Search string
+	Total  int
+	Groups []catalog.Group
+}
+
+func (c *Console) groups(w http.ResponseWriter, r *http.Request, s *session) {
+	d := groupsData{Search: r.URL.Query().Get("search")}
+	var list struct {
+		Total  int
+		Groups []catalog.Group
+	}
+	_, err := c.call(r, s, "GET", "/v1/groups?"+url.Values{"search": {d.Search}, "limit": {"200"}}.Encode(), nil, &list)
+	d.Total, d.Groups = list.Total, list.Groups
+	c.page(w, s, http.StatusOK, "groups", "Consumer groups", d, err)
+}
+
+func (c *Console) group(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("group")
+	var g lag.GroupLag
+	code, err := c.call(r, s, "GET", "/v1/lag/"+url.PathEscape(name), nil, &g)
+	if err != nil {
+		g.Group = name
+	}
+	c.page(w, s, code, "group", "Group "+name, g, err)
+}
+
+func (c *Console) diagnose(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("group")
+	var d diagnose.Diagnosis
+	_, err := c.call(r, s, "GET", "/v1/diagnose/group/"+url.PathEscape(name)+"?sample=3s", nil, &d)
+	t := c.pages["group"]
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err != nil {
+		fmt.Fprintf(w, "<p class=error>%s</p>", template.HTMLEscapeString(err.Error()))
+		return
+	}
+	if err := t.ExecuteTemplate(w, "diagnosis", d); err != nil {
+		c.logger.Error("console: rendering the diagnosis", "err", err)
+	}
+}
+
+func (c *Console) lineage(w http.ResponseWriter, r *http.Request, s *session) {
+	var g struct {
+		Edges []lineage.Edge `json:"edges"`
+	}
+	_, err := c.call(r, s, "GET", "/v1/lineage", nil, &g)
+	c.page(w, s, http.StatusOK, "lineage", "Lineage", drawLineage(g.Edges), err)
+}
+
+// alterConfigs sets one config (empty value: back to the default).
+func (c *Console) alterConfigs(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	key, value := r.PostFormValue("key"), r.PostFormValue("value")
+	body := map[string]any{"set": map[string]string{key: value}}
+	if value == "" {
+		body = map[string]any{"delete": []string{key}}
+	}
+	if _, err := c.call(r, s, "POST", "/v1/topics/"+url.PathEscape(name)+"/configs", body, nil); err != nil {
+		c.topicWithError(w, r, s, name, fmt.Errorf("setting %s: %w", key, err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+func (c *Console) addPartitions(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	n, _ := strconv.Atoi(r.PostFormValue("count"))
+	if _, err := c.call(r, s, "POST", "/v1/topics/"+url.PathEscape(name)+"/partitions", map[string]any{"count": n}, nil); err != nil {
+		c.topicWithError(w, r, s, name, fmt.Errorf("adding partitions: %w", err))
+		return
+	}
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+// topicWithError shows the topic page with an error above it.
+func (c *Console) topicWithError(w http.ResponseWriter, r *http.Request, s *session, name string, err error) {
+	var d topicData
+	c.call(r, s, "GET", "/v1/topics/"+url.PathEscape(name), nil, &d.Topic)
+	c.page(w, s, http.StatusBadRequest, "topic", name, d, err)
+}
