@@ -3,6 +3,7 @@
 #   kcat                     librdkafka's command-line client
 #   python3-confluent-kafka  confluent-kafka-python (librdkafka)
 #   python3-kafka            kafka-python
+#   python3-requests         confluent-kafka-python's SchemaRegistryClient needs it
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
 #   prometheus               promtool, which checks deploy/prometheus/alerts.yml,
@@ -17,7 +18,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard chromium prometheus)
+packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard chromium prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

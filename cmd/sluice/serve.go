@@ -32,6 +32,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"super-users", "authorizer.super_users", "principals allowed everything, comma-separated (e.g. User:admin)"},
 	{"allow-everyone-if-no-acl-found", "authorizer.allow_everyone_if_no_acl_found", "allow operations on resources no ACL names (true/false)"},
 	{"admin-listen", "admin_listen", "HTTP address of the admin API, /metrics and /healthz (default 127.0.0.1:9644; empty: off)"},
+	{"schema-registry-listen", "schema_registry.listen", "HTTP address of the Confluent-compatible schema registry (default 127.0.0.1:8081; empty: off)"},
 	{"node-id", "node_id", "this broker's node id"},
 	{"rack", "rack", "this broker's rack, reported to clients (Kafka's broker.rack)"},
 	{"cluster-id", "cluster_id", "cluster id (generated on first start when empty)"},
@@ -130,7 +131,7 @@ func serveCommand() *cobra.Command {
 				return err
 			}
 			if readyFile != "" {
-				if err := writeReadyFile(readyFile, srv.Addr(), srv.AdminAddr()); err != nil {
+				if err := writeReadyFile(readyFile, srv.Addr(), srv.AdminAddr(), srv.RegistryAddr()); err != nil {
 					srv.Close()
 					return fmt.Errorf("ready-file: %w", err)
 				}
@@ -141,7 +142,7 @@ func serveCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file (flags and SLUICE_* env override it)")
-	cmd.Flags().StringVar(&readyFile, "ready-file", "", "once ready, write the bound Kafka address to this file (and \"admin ADDR\" on a second line when the admin listener is on)")
+	cmd.Flags().StringVar(&readyFile, "ready-file", "", "once ready, write the bound Kafka address to this file (then \"admin ADDR\" and \"registry ADDR\" lines for the admin and schema registry listeners that are on)")
 	def := config.Default()
 	for i, f := range flagKeys {
 		cmd.Flags().StringVar(&vals[i], f.flag, defaultString(def, f.key), f.usage)
@@ -181,13 +182,17 @@ func newLogger(cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-// writeReadyFile writes the bound Kafka address on the first line and, when
-// the admin listener is on, "admin ADDR" on the second. It writes a
-// temporary file and renames it, so that a reader never sees half of it.
-func writeReadyFile(path, kafka, admin string) error {
+// writeReadyFile writes the bound Kafka address on the first line, then
+// "admin ADDR" when the admin listener is on and "registry ADDR" when the
+// schema registry is. It writes a temporary file and renames it, so that a
+// reader never sees half of it.
+func writeReadyFile(path, kafka, admin, registry string) error {
 	body := kafka + "\n"
 	if admin != "" {
 		body += "admin " + admin + "\n"
+	}
+	if registry != "" {
+		body += "registry " + registry + "\n"
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {

@@ -136,6 +136,17 @@ type Lineage struct {
 	MaxEdges int `yaml:"max_edges"`
 }
 
+// SchemaRegistry configures the Confluent-compatible schema registry
+// (internal/registry, docs/schema-registry.md).
+type SchemaRegistry struct {
+	// Listen is the registry's HTTP address; empty turns it off.
+	Listen string `yaml:"listen"`
+}
+
+// DefaultSchemaRegistryListen is the registry's default address:
+// Confluent's port, on the loopback interface only.
+const DefaultSchemaRegistryListen = "127.0.0.1:8081"
+
 // Governance holds topic policies (docs/governance.md).
 type Governance struct {
 	// TopicNamePattern is a regular expression (RE2, anchored by the
@@ -351,6 +362,8 @@ type Config struct {
 	// Lineage configures who-produces-and-consumes-what recording.
 	Lineage Lineage `yaml:"lineage"`
 
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+
 	// Governance holds topic policies.
 	Governance Governance `yaml:"governance"`
 
@@ -426,6 +439,7 @@ func Default() Config {
 		Lag:              Lag{Window: 10, MinDistance: time.Second, StoppedAfter: time.Minute, MaxPartitions: 1 << 20},
 		Metrics:          Metrics{PerTopic: true, TopPartitions: 20},
 		Lineage:          Lineage{Enabled: true, FlushInterval: 30 * time.Second, MaxEdges: 100_000},
+		SchemaRegistry:   SchemaRegistry{Listen: DefaultSchemaRegistryListen},
 		S3:               S3{Addressing: "auto"},
 		Etcd:             Etcd{Prefix: "/sluice/", DialTimeout: 5 * time.Second, CompactionInterval: 5 * time.Minute},
 		Cluster:          Cluster{LeaseTTL: 3 * time.Second, OrphanGrace: time.Hour},
@@ -463,6 +477,11 @@ func (c *Config) Validate() error {
 	if c.AdminListen != "" {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
 			return bad("admin_listen", "%q is not host:port", c.AdminListen)
+		}
+	}
+	if l := c.SchemaRegistry.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			return bad("schema_registry.listen", "%q is not host:port", l)
 		}
 	}
 	if c.DataDir == "" {

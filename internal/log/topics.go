@@ -40,13 +40,15 @@ func (t *topic) info() TopicInfo {
 }
 
 // IsInternalTopic reports whether name is an internal topic: Kafka's
-// (__consumer_offsets, __transaction_state) or sluice's own (__sluice*).
-// Clients may read them but not produce to them.
+// (__consumer_offsets, __transaction_state), the schema registry's
+// (_schemas, as Confluent names it) or sluice's own (__sluice*). Clients
+// may read them but not produce to them.
 func IsInternalTopic(name string) bool { return isInternal(name) }
 
 // isInternal marks Kafka's internal topics and sluice's own.
 func isInternal(name string) bool {
-	return name == "__consumer_offsets" || name == "__transaction_state" || strings.HasPrefix(name, "__sluice")
+	return name == "__consumer_offsets" || name == "__transaction_state" || name == "_schemas" ||
+		strings.HasPrefix(name, "__sluice")
 }
 
 func (e *Engine) newTopic(name string, id [16]byte, rf int16, overrides map[string]string) *topic {

@@ -78,6 +78,7 @@ func TestClusterBootstrapSimultaneousStarts(t *testing.T) {
 			c := config.Default()
 			c.Listen = "127.0.0.1:0"
 			c.AdminListen = "127.0.0.1:0"
+			c.SchemaRegistry.Listen = "127.0.0.1:0"
 			c.DataDir = t.TempDir()
 			c.NodeID = int32(i + 1)
 			c.Etcd.Endpoints = []string{e.Endpoint()}

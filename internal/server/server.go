@@ -80,6 +80,7 @@ type Server struct {
 	watching    chan struct{} // closed when the dynamic config watch ends
 
 	markerClient *kgo.Client // cluster mode only
+	registry     *schemaRegistry
 }
 
 // Start opens storage, recovers, and starts listening. It returns once the
@@ -467,10 +468,24 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		glue.pushPartitions()
 	}
 
+	guard := adminGuard(lspecs, creds, authz)
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: adminGuard(lspecs, creds, authz),
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
 			md: md, node: cfg.NodeID, host: host, broker: b}); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.SchemaRegistry.Listen != "" {
+		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry")}
+		if glue != nil {
+			d.reader = append([]kgo.Opt{kgo.SeedBrokers(interAddr)}, interOpts...)
+		}
+		if d.serverTLS, d.clientTLS, err = registryTLS(cfg, lspecs); err == nil {
+			s.registry, err = startRegistry(ctx, cfg.SchemaRegistry.Listen, d)
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -536,6 +551,7 @@ func (s *Server) Close() error {
 		s.peers.Close(ctx)
 		cancel()
 	}
+	s.registry.close()
 	s.kafka.Close()
 	if err := s.lineage.Close(); err != nil {
 		s.logger.Warn("lineage: last flush failed", "err", err)
@@ -698,25 +714,36 @@ func interBrokerOpts(cfg config.Config, ib config.Listener) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	if ib.TLS() {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if f := cfg.Cluster.InterBrokerCAFile; f != "" {
-			pem, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
-			}
-		}
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		tc, err := interBrokerTLS(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+			return nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	return opts, nil
+}
+
+// interBrokerTLS is how a broker reaches another over TLS: checking its
+// certificate against cluster.inter_broker_ca_file (else the system's
+// roots) and presenting its own.
+func interBrokerTLS(cfg config.Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f := cfg.Cluster.InterBrokerCAFile; f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %v", config.ErrInvalid, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: cluster.inter_broker_ca_file: %s holds no PEM certificate", config.ErrInvalid, f)
+		}
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tls.cert_file: %v", config.ErrInvalid, err)
+	}
+	tc.Certificates = []tls.Certificate{cert}
+	return tc, nil
 }
 
 // securityConfigs are the listener, SASL, TLS and authorizer settings as

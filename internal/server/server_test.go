@@ -19,6 +19,7 @@ func startTest(t *testing.T, dir string) *Server {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.AdminListen = "127.0.0.1:0"
+	cfg.SchemaRegistry.Listen = "127.0.0.1:0"
 	cfg.DataDir = dir
 	s, err := Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -93,6 +93,7 @@ type Proc struct {
 	waitErr   error
 	addr      string
 	admin     string // admin HTTP address, from the ready file
+	registry  string // schema registry address, from the ready file
 	starts    int
 }
 
@@ -147,6 +148,10 @@ func (p *Proc) Addr() string { return p.addr }
 // AdminAddr is the running process's admin HTTP address ("" when off).
 func (p *Proc) AdminAddr() string { return p.admin }
 
+// RegistryAddr is the running process's schema registry address ("" when
+// off).
+func (p *Proc) RegistryAddr() string { return p.registry }
+
 // DataDir is the process's data directory, kept across restarts.
 func (p *Proc) DataDir() string { return p.dataDir }
 
@@ -188,6 +193,10 @@ func (p *Proc) launch() {
 		// test broker its own.
 		args = append(args, "--admin-listen", "127.0.0.1:0")
 	}
+	if !slices.Contains(p.args, "--schema-registry-listen") {
+		// So is the schema registry's.
+		args = append(args, "--schema-registry-listen", "127.0.0.1:0")
+	}
 	args = append(args, p.args...)
 	fmt.Fprintf(p.logFile, "=== testbroker: start #%d: %s %s\n", p.starts, p.bin, strings.Join(args, " "))
 	cmd := exec.Command(p.bin, args...)
@@ -214,10 +223,13 @@ func (p *Proc) waitReady() {
 		b, err := os.ReadFile(p.readyFile)
 		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			p.addr, p.admin = strings.TrimSpace(lines[0]), ""
+			p.addr, p.admin, p.registry = strings.TrimSpace(lines[0]), "", ""
 			for _, l := range lines[1:] {
 				if a, ok := strings.CutPrefix(l, "admin "); ok {
 					p.admin = strings.TrimSpace(a)
+				}
+				if a, ok := strings.CutPrefix(l, "registry "); ok {
+					p.registry = strings.TrimSpace(a)
 				}
 			}
 			fmt.Fprintf(p.logFile, "=== testbroker: ready at %s (pid %d)\n", p.addr, cmd.Process.Pid)

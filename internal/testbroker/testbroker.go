@@ -72,6 +72,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.AdminListen = "127.0.0.1:0"
+	cfg.SchemaRegistry.Listen = "127.0.0.1:0"
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.LogLevel = "debug"
 	cfg.RetentionCheckInterval = time.Second
@@ -123,6 +124,9 @@ func (b *Broker) Addr() string { return b.srv.Addr() }
 
 // AdminAddr is the admin HTTP listener's address ("" when configured off).
 func (b *Broker) AdminAddr() string { return b.srv.AdminAddr() }
+
+// RegistryAddr is the schema registry listener's address ("" when off).
+func (b *Broker) RegistryAddr() string { return b.srv.RegistryAddr() }
 
 func (b *Broker) addrOrEmpty() string {
 	if b.srv == nil {
