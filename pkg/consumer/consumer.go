@@ -47,6 +47,14 @@ type Consumer struct {
 	parts   map[tp]*tracker
 	keys    map[tp]*lanes // by main topic partition
 	scanned map[tp]bool   // main topic partitions whose retry partition was read
+
+	// ExactlyOnce only, guarded by mu: records set aside until due, the
+	// retry-topic offsets done markers name (from the scan, by retry
+	// partition), and the cancel of the running transaction's work.
+	deferred  []deferredItem
+	doneOffs  map[tp]map[int64]bool
+	cancelTxn context.CancelFunc
+	abort     atomic.Bool // a produce failed: abort the transaction
 }
 
 type tp struct {
@@ -73,7 +81,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	c := &Consumer{
 		cfg: cfg, handler: h,
 		retryOf: map[string]string{}, mainOf: map[string]string{}, dlqOf: map[string]string{}, dlqN: map[string]int32{},
-		parts: map[tp]*tracker{}, keys: map[tp]*lanes{}, scanned: map[tp]bool{},
+		parts: map[tp]*tracker{}, keys: map[tp]*lanes{}, scanned: map[tp]bool{}, doneOffs: map[tp]map[int64]bool{},
 		space: make(chan struct{}, 1),
 	}
 	topics := make([]string, 0, 2*len(cfg.topics))
@@ -101,7 +109,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordPartitioner(partitioner{own: c.dlqN}),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
 	)
@@ -122,6 +130,18 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	c.cl = cl
 	c.produce = func(ctx context.Context, r *kgo.Record) error { return cl.ProduceSync(ctx, r).FirstErr() }
 	return c, nil
+}
+
+// partitioner sends the consumer's own records (retry, park, hold, done,
+// dead letters) to the partition they name and records from Emit by key,
+// as Kafka's default partitioner does.
+type partitioner struct{ own map[string]int32 }
+
+func (p partitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if _, ok := p.own[t]; ok {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return kgo.StickyKeyPartitioner(nil).ForTopic(t)
 }
 
 // sideOpts are the options of the short-lived clients that create topics
@@ -270,46 +290,6 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) { c.dispatch(work, fp) })
-	}
-}
-
-// runTransactional finishes every record of a poll, then commits the poll's
-// offsets and the dead letters it wrote in one transaction.
-func (c *Consumer) runTransactional(ctx, work context.Context) error {
-	for {
-		fs := c.sess.PollRecords(ctx, c.cfg.maxBuffered)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if fs.IsClientClosed() {
-			return errors.New("consumer: client closed")
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			c.cfg.logger.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		})
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := c.sess.Begin(); err != nil {
-			return fmt.Errorf("consumer: begin transaction: %w", err)
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) { c.dispatch(work, fp) })
-		c.wg.Wait() // every key goroutine exits once its queue is empty
-		try := kgo.TryCommit
-		if ctx.Err() != nil || c.buffered.Load() != 0 {
-			try = kgo.TryAbort
-		}
-		committed, err := c.sess.End(ctx, try)
-		if err != nil {
-			return fmt.Errorf("consumer: end transaction: %w", err)
-		}
-		if !committed {
-			c.cfg.logger.Info("transaction aborted; the poll's records will be handled again")
-			c.buffered.Store(0)
-		}
-		c.mu.Lock()
-		clear(c.parts) // offsets are the session's to commit
-		c.mu.Unlock()
 	}
 }
 

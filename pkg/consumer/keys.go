@@ -39,6 +39,9 @@ type keyState struct {
 	// yet read back. While it is not zero, new records of the key are
 	// parked behind them.
 	pending int
+	// waiting counts the key's records set aside until their due time
+	// (ExactlyOnce: a transaction does not wait for a delay).
+	waiting int
 }
 
 type head struct {
@@ -46,16 +49,20 @@ type head struct {
 	marker *item  // the KindHold record, left unfinished until the head is done
 }
 
-func (ks *keyState) idle() bool { return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 }
+func (ks *keyState) idle() bool {
+	return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 && ks.waiting == 0
+}
 
 type item struct {
-	rec     *kgo.Record
-	tr      *tracker
-	seq     int64      // the record's sequence number in tr
-	info    *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
-	bad     error      // malformed convention headers
-	retry   bool       // read from a retry topic
-	counted bool       // counts in Consumer.buffered until released
+	rec      *kgo.Record
+	tr       *tracker
+	seq      int64      // the record's sequence number in tr
+	info     *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
+	bad      error      // malformed convention headers
+	retry    bool       // read from a retry topic
+	counted  bool       // counts in Consumer.buffered until released
+	deferred bool       // set aside until due, now back: handle it at once
+	readBack bool       // counted off its key's pending
 }
 
 // retryInfo is what the item's headers say, or, for a main-topic record,
@@ -75,14 +82,18 @@ type attemptKey struct{}
 // after returning (as with any per-call context).
 type attemptCtx struct {
 	context.Context
-	n    int
-	done []*item // handled, to be marked finished in one go (flushDone)
-	seqs []int64 // flushDone's buffer
+	n     int
+	done  []*item       // handled, to be marked finished in one go (flushDone)
+	seqs  []int64       // flushDone's buffer
+	emits []*kgo.Record // Emit's records of the current run
 }
 
 func (a *attemptCtx) Value(k any) any {
-	if _, ok := k.(attemptKey); ok {
+	switch k.(type) {
+	case attemptKey:
 		return a.n
+	case emitKey:
+		return a
 	}
 	return a.Context.Value(k)
 }
@@ -145,9 +156,25 @@ func (c *Consumer) flushDone(ctx *attemptCtx) {
 	}
 }
 
+// finish marks it finished.
 func (c *Consumer) finish(it *item) {
 	it.tr.finishSeqs([]int64{it.seq})
 	c.release(it)
+}
+
+// settle marks it finished after an outcome (handled, moved on, dead). With
+// ExactlyOnce, a retry-topic record finished above an unfinished one first
+// gets a done marker in the transaction: the group's offset cannot move
+// past it yet, and a restart must not run it again. False when the marker
+// could not be written (the transaction then aborts).
+func (c *Consumer) settle(ctx context.Context, it *item) bool {
+	if c.sess != nil && it.retry && it.tr.unfinishedBelow(it.seq) {
+		if !c.send(ctx, doneRecord(it.rec, it.retryInfo().Origin)) {
+			return false
+		}
+	}
+	c.finish(it)
+	return true
 }
 
 // runKey handles a lane's records one at a time until its queue is empty.
@@ -196,7 +223,14 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			c.release(it)
 			continue
 		}
-		if again := c.process(actx, ks, it); len(again) > 0 {
+		var again []*item
+		if it.deferred {
+			it.deferred = false
+			again = c.handle(actx, ks, it)
+		} else {
+			again = c.process(actx, ks, it)
+		}
+		if len(again) > 0 {
 			work = append(again, work...)
 		}
 	}
@@ -210,7 +244,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			// An older record of the key is in the retry topic: this one
 			// queues behind it there, so the main partition moves on.
 			info := it.retryInfo()
-			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now())) {
+			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now(), c.sess == nil)) {
 				ks.pending++
 				c.finish(it)
 			}
@@ -218,8 +252,21 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		}
 		return c.handle(ctx, ks, it)
 	}
-	if ks.pending > 0 {
-		ks.pending--
+	if it.bad == nil && it.info.Kind == KindDone {
+		c.finish(it) // a note for restarts; nothing to do
+		return nil
+	}
+	if !it.readBack {
+		// Once per record: a held record comes through here again when
+		// its key is released.
+		it.readBack = true
+		if ks.pending > 0 {
+			ks.pending--
+		}
+	}
+	if c.sess != nil && c.takeDone(it) {
+		c.finish(it) // finished before a restart: its outcome is committed
+		return nil
 	}
 	if it.bad != nil {
 		// Not a record this convention wrote: nothing to retry by, so it
@@ -234,7 +281,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 				return nil
 			}
 		}
-		c.finish(it) // its head is already done
+		c.settle(ctx, it) // its head is already done
 		return nil
 	}
 	if c.cfg.park && len(ks.heads) > 0 && ks.heads[0].id != id {
@@ -253,7 +300,7 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		// A main-topic record's first run, the common case, kept short:
 		// no due time, no earlier attempts.
 		ctx.n = 1
-		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 {
+		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 && (c.sess == nil || !it.retry) {
 			ctx.done = append(ctx.done, it)
 			return nil
 		}
@@ -263,6 +310,13 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	info.Attempts += ran
 	if ran == 0 && !info.DueAt.IsZero() {
 		c.flushDone(ctx)
+		if c.sess != nil && info.DueAt.After(c.cfg.clock.Now()) {
+			// A transaction cannot wait for a delay: set the record
+			// aside, unfinished, and handle it in the first transaction
+			// after it is due. Its key's later records wait behind it.
+			c.deferUntil(ks, it, info.DueAt)
+			return nil
+		}
 		if !c.waitUntil(ctx, info.DueAt) {
 			return nil
 		}
@@ -285,12 +339,14 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		return nil // stopping: not finished, so read again after restart
 	}
 	if err == nil {
-		if len(ks.heads) == 0 {
+		if len(ks.heads) == 0 && (c.sess == nil || !it.retry) {
 			ctx.done = append(ctx.done, it)
 			return nil
 		}
-		c.finish(it)
-		return c.resolve(ks, info.Origin.ID())
+		if !c.settle(ctx, it) {
+			return nil
+		}
+		return c.resolve(ctx, ks, info.Origin.ID())
 	}
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
 	rt := c.retryOf[ks.id.topic]
@@ -312,11 +368,13 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		ks.heads = append([]head{{id: id}}, ks.heads...)
 		ks.pending++
 	}
-	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now)) {
+	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now, c.sess == nil)) {
 		return nil
 	}
 	ks.pending++
-	c.finish(it)
+	if !c.settle(ctx, it) {
+		return nil
+	}
 	c.cfg.logger.Debug("record to retry topic", "id", id, "attempts", info.Attempts, "delay", delay, "err", err)
 	return nil
 }
@@ -329,22 +387,21 @@ func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []
 	if n := c.dlqN[dt]; n > 0 {
 		r.Partition = info.Origin.Partition % n
 	}
-	if !c.send(ctx, r) {
+	if !c.send(ctx, r) || !c.settle(ctx, it) {
 		return nil
 	}
-	c.finish(it)
 	c.cfg.logger.Info("record to dead-letter topic", "id", info.Origin.ID(), "attempts", info.Attempts, "err", cause)
-	return c.resolve(ks, info.Origin.ID())
+	return c.resolve(ctx, ks, info.Origin.ID())
 }
 
 // resolve ends the head id, if it is the key's first, and hands back the
 // records held behind it.
-func (c *Consumer) resolve(ks *keyState, id string) []*item {
+func (c *Consumer) resolve(ctx context.Context, ks *keyState, id string) []*item {
 	if len(ks.heads) == 0 || ks.heads[0].id != id {
 		return nil
 	}
-	if m := ks.heads[0].marker; m != nil {
-		c.finish(m)
+	if m := ks.heads[0].marker; m != nil && !c.settle(ctx, m) {
+		return nil
 	}
 	ks.heads = ks.heads[1:]
 	held := ks.held
@@ -352,8 +409,20 @@ func (c *Consumer) resolve(ks *keyState, id string) []*item {
 	return held
 }
 
-// call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
+// call runs the handler and, when it succeeds, produces what it emitted.
+func (c *Consumer) call(ctx *attemptCtx, r *kgo.Record) error {
+	ctx.emits = ctx.emits[:0]
+	if err := c.run(ctx, r); err != nil {
+		return err
+	}
+	if len(ctx.emits) == 0 {
+		return nil
+	}
+	return c.emit(ctx)
+}
+
+// run runs the handler, turning a panic into an error.
+func (c *Consumer) run(ctx context.Context, r *kgo.Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v", p)
@@ -370,6 +439,13 @@ func (c *Consumer) send(ctx context.Context, r *kgo.Record) bool {
 			return true
 		}
 		if ctx.Err() != nil {
+			return false
+		}
+		if c.sess != nil {
+			// A failed produce fails the transaction: abort it and
+			// start again from the last commit.
+			c.cfg.logger.Warn("produce failed; aborting the transaction", "topic", r.Topic, "err", err)
+			c.failTxn()
 			return false
 		}
 		c.cfg.logger.Warn("produce failed; trying again", "topic", r.Topic, "err", err)

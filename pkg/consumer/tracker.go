@@ -100,6 +100,28 @@ func (t *tracker) markLocked(i int) {
 	}
 }
 
+// unfinishedBelow reports whether a record handed out before the one with
+// sequence number seq is not finished.
+func (t *tracker) unfinishedBelow(seq int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return int64(t.head) < seq-t.base
+}
+
+// low is the offset below which every record handed out is finished, and
+// false before the first record.
+func (t *tracker) low() (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.head < len(t.offs):
+		return t.offs[t.head], true
+	case t.next >= 0:
+		return t.next, true
+	}
+	return 0, false
+}
+
 // mark is the offset to commit, and whether it moved since the last commit.
 func (t *tracker) mark() (int64, bool) {
 	t.mu.Lock()
