@@ -30,6 +30,7 @@ type Consumer struct {
 	handler Handler
 	cl      *kgo.Client
 	sess    *kgo.GroupTransactSession // ExactlyOnce only
+	metrics *metrics                  // nil without Metrics
 	produce func(context.Context, *kgo.Record) error
 
 	retryOf map[string]string // main topic -> retry topic ("" when retries are off)
@@ -54,7 +55,8 @@ type Consumer struct {
 	deferred  []deferredItem
 	doneOffs  map[tp]map[int64]bool
 	cancelTxn context.CancelFunc
-	abort     atomic.Bool // a produce failed: abort the transaction
+	txnMarks  map[*tracker]int64 // offsets in the transaction's commit
+	abort     atomic.Bool        // a produce failed: abort the transaction
 }
 
 type tp struct {
@@ -99,6 +101,13 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	if err := c.ensureTopics(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.registerer != nil {
+		m, err := newMetrics(c, cfg.registerer)
+		if err != nil {
+			return nil, err
+		}
+		c.metrics = m
+	}
 	kopts := append([]kgo.Opt{}, cfg.clientOpts...)
 	kopts = append(kopts,
 		kgo.SeedBrokers(cfg.brokers...),
@@ -117,6 +126,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 		kopts = append(kopts, kgo.TransactionalID(cfg.transactional), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
+			c.unregister()
 			return nil, fmt.Errorf("consumer: client: %w", err)
 		}
 		c.sess, c.cl = sess, sess.Client()
@@ -125,6 +135,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
+		c.unregister()
 		return nil, fmt.Errorf("consumer: client: %w", err)
 	}
 	c.cl = cl
@@ -234,6 +245,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	} else {
 		c.sess.Close()
 	}
+	c.unregister()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
@@ -242,6 +254,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // Close is for a Consumer that is never Run.
 func (c *Consumer) Close() {
+	c.unregister()
 	if c.sess != nil {
 		c.sess.Close()
 		return
@@ -313,7 +326,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	for i, r := range fp.Records {
 		offs[i] = r.Offset
 	}
-	first, seq := tr.addAll(offs)
+	first, seq := tr.addAll(offs, fp.HighWatermark)
 	recs := fp.Records[first:]
 	items := make([]item, len(recs)) // one allocation for the batch
 	if !retry {
@@ -332,10 +345,25 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		ks := ls.lane(main, fp.Partition, r.Key)
 		ks.queue = append(ks.queue, it)
 		if !ks.running {
-			ks.running = true
-			c.wg.Add(1)
-			go c.runKey(work, ks)
+			c.startLocked(work, ks)
 		}
+	}
+}
+
+// startLocked starts the lane's goroutine. c.mu is held.
+func (c *Consumer) startLocked(work context.Context, ks *keyState) {
+	ks.running = true
+	if c.metrics != nil {
+		c.metrics.keysBusy.Inc()
+	}
+	c.wg.Add(1)
+	go c.runKey(work, ks)
+}
+
+// unregister takes the metrics off their registry.
+func (c *Consumer) unregister() {
+	if c.metrics != nil {
+		c.metrics.unregister()
 	}
 }
 
@@ -343,6 +371,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 type lanes struct {
 	byKey map[string]*keyState
 	null  *keyState
+	m     *topicMetrics // nil without Metrics
 }
 
 // lanesLocked returns the lanes of a main topic partition, creating them.
@@ -351,6 +380,9 @@ func (c *Consumer) lanesLocked(main string, p int32) *lanes {
 	ls := c.keys[tp{main, p}]
 	if ls == nil {
 		ls = &lanes{byKey: map[string]*keyState{}}
+		if c.metrics != nil {
+			ls.m = c.metrics.forTopic(main)
+		}
 		c.keys[tp{main, p}] = ls
 	}
 	return ls
@@ -365,14 +397,14 @@ func (c *Consumer) laneLocked(main string, p int32, key []byte) *keyState {
 func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 	if key == nil {
 		if ls.null == nil {
-			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}}
+			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}, m: ls.m}
 		}
 		return ls.null
 	}
 	if ks := ls.byKey[string(key)]; ks != nil { // no allocation for the lookup
 		return ks
 	}
-	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}}
+	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
 	ls.byKey[ks.id.key] = ks
 	return ks
 }
@@ -464,6 +496,7 @@ func (c *Consumer) drop(parts map[string][]int32) {
 		}
 		for _, ks := range all {
 			ks.dead.Store(true)
+			c.noteHeld(ks)
 			if ks.cancel != nil {
 				ks.cancel() // a handler or a wait in progress stops; its record is not finished
 			}

@@ -27,6 +27,8 @@ type keyState struct {
 	queue   []*item
 	running bool
 	dead    atomic.Bool
+	m       *topicMetrics      // nil without Metrics
+	counted atomic.Bool        // counted in the keys_held gauge
 	cancel  context.CancelFunc // stops the lane's handler when its partition goes
 
 	// heads are the records of the key waiting in the retry topic, oldest
@@ -86,6 +88,7 @@ type attemptCtx struct {
 	done  []*item       // handled, to be marked finished in one go (flushDone)
 	seqs  []int64       // flushDone's buffer
 	emits []*kgo.Record // Emit's records of the current run
+	m     *topicMetrics // the lane's, nil without Metrics
 }
 
 func (a *attemptCtx) Value(k any) any {
@@ -188,7 +191,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	if ks.dead.Load() {
 		cancel()
 	}
-	actx := &attemptCtx{Context: lctx}
+	actx := &attemptCtx{Context: lctx, m: ks.m}
 	stopped := lctx.Done()
 	var work []*item
 	for {
@@ -197,6 +200,9 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			c.mu.Lock()
 			if ks.dead.Load() || len(ks.queue) == 0 {
 				ks.running = false
+				if c.metrics != nil {
+					c.metrics.keysBusy.Dec()
+				}
 				if !ks.dead.Load() && ks.idle() {
 					c.forgetLocked(ks)
 				}
@@ -247,6 +253,9 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now(), c.sess == nil)) {
 				ks.pending++
 				c.finish(it)
+				if ks.m != nil {
+					ks.m.parked.Inc()
+				}
 			}
 			return nil
 		}
@@ -366,12 +375,16 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			return nil
 		}
 		ks.heads = append([]head{{id: id}}, ks.heads...)
+		c.noteHeld(ks)
 		ks.pending++
 	}
 	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now, c.sess == nil)) {
 		return nil
 	}
 	ks.pending++
+	if ks.m != nil {
+		ks.m.retried.Inc()
+	}
 	if !c.settle(ctx, it) {
 		return nil
 	}
@@ -390,6 +403,9 @@ func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []
 	if !c.send(ctx, r) || !c.settle(ctx, it) {
 		return nil
 	}
+	if ks.m != nil {
+		ks.m.dead.Inc()
+	}
 	c.cfg.logger.Info("record to dead-letter topic", "id", info.Origin.ID(), "attempts", info.Attempts, "err", cause)
 	return c.resolve(ctx, ks, info.Origin.ID())
 }
@@ -404,6 +420,7 @@ func (c *Consumer) resolve(ctx context.Context, ks *keyState, id string) []*item
 		return nil
 	}
 	ks.heads = ks.heads[1:]
+	c.noteHeld(ks)
 	held := ks.held
 	ks.held = nil
 	return held
@@ -412,13 +429,25 @@ func (c *Consumer) resolve(ctx context.Context, ks *keyState, id string) []*item
 // call runs the handler and, when it succeeds, produces what it emitted.
 func (c *Consumer) call(ctx *attemptCtx, r *kgo.Record) error {
 	ctx.emits = ctx.emits[:0]
-	if err := c.run(ctx, r); err != nil {
-		return err
+	var err error
+	if m := ctx.m; m != nil {
+		start := time.Now()
+		err = c.run(ctx, r)
+		m.latency.Observe(time.Since(start).Seconds())
+	} else {
+		err = c.run(ctx, r)
 	}
-	if len(ctx.emits) == 0 {
-		return nil
+	if err == nil && len(ctx.emits) > 0 {
+		err = c.emit(ctx)
 	}
-	return c.emit(ctx)
+	if m := ctx.m; m != nil && ctx.Err() == nil {
+		if err == nil {
+			m.handled.Inc()
+		} else {
+			m.failed.Inc()
+		}
+	}
+	return err
 }
 
 // run runs the handler, turning a panic into an error.

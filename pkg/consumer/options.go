@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,6 +38,7 @@ type config struct {
 	commitInterval time.Duration
 	maxBuffered    int
 	transactional  string
+	registerer     prometheus.Registerer
 	random         func() float64
 }
 
@@ -183,6 +185,12 @@ func MaxBuffered(n int) Opt { return optFunc(func(c *config) { c.maxBuffered = n
 func ExactlyOnce(transactionalID string) Opt {
 	return optFunc(func(c *config) { c.transactional = transactionalID })
 }
+
+// Metrics registers the consumer's Prometheus metrics with reg (default:
+// none). They are unregistered when Run returns or Close is called; two
+// Consumers on one registry need prometheus.WrapRegistererWith to tell
+// them apart. docs/retries.md lists them.
+func Metrics(reg prometheus.Registerer) Opt { return optFunc(func(c *config) { c.registerer = reg }) }
 
 // Clock is the time source; tests may pass their own.
 type Clock interface {

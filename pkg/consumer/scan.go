@@ -77,6 +77,7 @@ func (c *Consumer) install(main string, p int32, recs []*kgo.Record) {
 		}
 		if !known {
 			ks.heads = append(ks.heads, head{id: hid})
+			c.noteHeld(ks)
 		}
 	}
 }

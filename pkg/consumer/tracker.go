@@ -19,10 +19,12 @@ type tracker struct {
 	head      int
 	base      int64 // sequence number of offs[0]: the n-th record handed out has n
 	next      int64 // one past the last offset handed out; -1 before the first
+	first     int64 // the first offset handed out, -1 before it
 	committed int64 // last offset committed, -1 for none
+	hwm       int64 // the partition's high watermark at the last fetch
 }
 
-func newTracker() *tracker { return &tracker{next: -1, committed: -1} }
+func newTracker() *tracker { return &tracker{next: -1, first: -1, committed: -1} }
 
 // add hands out off; offsets at or below the last one are ignored (a
 // re-fetch after a reset) and add reports false for them.
@@ -41,9 +43,13 @@ func (t *tracker) add(off int64) bool {
 // addAll hands out offs, in increasing order, and returns the index of the
 // first one taken (the ones before it were at or below the last offset) and
 // its sequence number; the ones after it have the numbers that follow.
-func (t *tracker) addAll(offs []int64) (int, int64) {
+func (t *tracker) addAll(offs []int64, hwm int64) (int, int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.hwm = max(t.hwm, hwm)
+	if t.first < 0 && len(offs) > 0 {
+		t.first = offs[0]
+	}
 	seq := t.base + int64(len(t.offs))
 	first := 0
 	for first < len(offs) && t.next >= 0 && offs[first] < t.next {
@@ -145,6 +151,21 @@ func (t *tracker) committedAt(m int64) {
 		t.committed = m
 	}
 	t.mu.Unlock()
+}
+
+// commitLag is the high watermark minus the last commit (or the first
+// offset handed out, before any commit).
+func (t *tracker) commitLag() (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	base := t.committed
+	if base < 0 {
+		base = t.first
+	}
+	if base < 0 {
+		return 0, false
+	}
+	return max(t.hwm-base, 0), true
 }
 
 // inFlight is the number of records handed out and not finished.

@@ -39,6 +39,7 @@ func (c *Consumer) deferUntil(ks *keyState, it *item, due time.Time) {
 		// Not written with a hold marker (parking was off for its
 		// writer): hold the key in memory while it waits.
 		ks.heads = append(ks.heads, head{id: id})
+		c.noteHeld(ks)
 	}
 	c.mu.Lock()
 	ks.waiting++
@@ -77,9 +78,7 @@ func (c *Consumer) requeueDue(work context.Context) int {
 			d.it.deferred = true
 			d.ks.queue = append([]*item{d.it}, d.ks.queue...)
 			if !d.ks.running {
-				d.ks.running = true
-				c.wg.Add(1)
-				go c.runKey(work, d.ks)
+				c.startLocked(work, d.ks)
 			}
 			n++
 		}
@@ -122,6 +121,7 @@ func (c *Consumer) failTxn() {
 func (c *Consumer) commitMarks(req *kmsg.TxnOffsetCommitRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.txnMarks = map[*tracker]int64{}
 	for i := range req.Topics {
 		t := &req.Topics[i]
 		for j := range t.Partitions {
@@ -130,6 +130,7 @@ func (c *Consumer) commitMarks(req *kmsg.TxnOffsetCommitRequest) error {
 				if m, ok := tr.low(); ok && m < p.Offset {
 					p.Offset = m
 				}
+				c.txnMarks[tr] = p.Offset
 			}
 		}
 	}
@@ -145,9 +146,11 @@ func (c *Consumer) reset() {
 	for _, ls := range c.keys {
 		for _, ks := range ls.byKey {
 			ks.dead.Store(true)
+			c.noteHeld(ks)
 		}
 		if ls.null != nil {
 			ls.null.dead.Store(true)
+			c.noteHeld(ls.null)
 		}
 	}
 	clear(c.keys)
@@ -209,9 +212,17 @@ func (c *Consumer) runTransactional(ctx, work context.Context) error {
 		if err != nil {
 			return fmt.Errorf("consumer: end transaction: %w", err)
 		}
+		c.mu.Lock()
+		marks := c.txnMarks
+		c.txnMarks = nil
+		c.mu.Unlock()
 		if !committed {
 			c.cfg.logger.Info("transaction aborted; records since the last commit will be handled again")
 			c.reset()
+			continue
+		}
+		for tr, m := range marks {
+			tr.committedAt(m)
 		}
 	}
 }
