@@ -322,23 +322,28 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		tr = newTracker()
 		c.parts[k] = tr
 	}
-	offs := make([]int64, len(fp.Records))
-	for i, r := range fp.Records {
-		offs[i] = r.Offset
-	}
-	first, seq := tr.addAll(offs, fp.HighWatermark)
-	recs := fp.Records[first:]
+	// One pass over the records, handing them to the tracker and to their
+	// lanes together: the records are touched once. The tracker's lock is
+	// held through it (lock order: c.mu, then the tracker's).
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	recs := tr.skipOldLocked(fp.Records, fp.HighWatermark)
+	seq := tr.base + int64(len(tr.offs))
+	tr.offs = slices.Grow(tr.offs, len(recs))
+	tr.done = slices.Grow(tr.done, len(recs))
 	items := make([]item, len(recs)) // one allocation for the batch
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
 	ls := c.lanesLocked(main, fp.Partition)
 	for i, r := range recs {
+		tr.offs = append(tr.offs, r.Offset)
+		tr.done = append(tr.done, false)
 		it := &items[i]
 		it.rec, it.tr, it.retry, it.seq = r, tr, retry, seq+int64(i)
 		if retry {
 			info, err := DecodeRetryInfo(r)
-			it.info, it.bad = &info, err
+			it.info = &itemInfo{info, err}
 		} else {
 			it.counted = true
 		}
@@ -353,6 +358,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 // startLocked starts the lane's goroutine. c.mu is held.
 func (c *Consumer) startLocked(work context.Context, ks *keyState) {
 	ks.running = true
+	ks.swept = false
 	if c.metrics != nil {
 		c.metrics.keysBusy.Inc()
 	}
@@ -409,24 +415,38 @@ func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 	return ks
 }
 
-// forgetLocked removes an idle lane. c.mu is held.
-func (c *Consumer) forgetLocked(ks *keyState) {
-	ls := c.keys[tp{ks.id.topic, ks.id.p}]
-	if ls == nil {
-		return
+// sweepLocked forgets lanes found idle by two sweeps in a row: a lane is
+// kept a while after its queue empties, so a key that comes again reuses
+// it (and its queue's memory), and memory stays bounded by the keys seen
+// lately. c.mu is held; an idle lane's goroutine has exited.
+func (c *Consumer) sweepLocked() {
+	old := func(ks *keyState) bool {
+		if ks.running || len(ks.queue) > 0 || !ks.idle() {
+			ks.swept = false
+			return false
+		}
+		if ks.swept {
+			return true
+		}
+		ks.swept = true
+		return false
 	}
-	if ks.id.null {
-		if ls.null == ks {
+	for _, ls := range c.keys {
+		for k, ks := range ls.byKey {
+			if old(ks) {
+				delete(ls.byKey, k)
+			}
+		}
+		if ls.null != nil && old(ls.null) {
 			ls.null = nil
 		}
-	} else if ls.byKey[ks.id.key] == ks {
-		delete(ls.byKey, ks.id.key)
 	}
 }
 
 // commit commits every partition's mark that moved.
 func (c *Consumer) commit(ctx context.Context) {
 	c.mu.Lock()
+	c.sweepLocked()
 	offs := map[string]map[int32]kgo.EpochOffset{}
 	marks := map[tp]int64{}
 	trs := map[tp]*tracker{}

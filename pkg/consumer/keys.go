@@ -27,6 +27,8 @@ type keyState struct {
 	queue   []*item
 	running bool
 	dead    atomic.Bool
+	swept   bool               // found idle by the last sweep (guarded by Consumer.mu)
+	actx    *attemptCtx        // the lane goroutine's; kept between its runs
 	m       *topicMetrics      // nil without Metrics
 	counted atomic.Bool        // counted in the keys_held gauge
 	cancel  context.CancelFunc // stops the lane's handler when its partition goes
@@ -55,23 +57,31 @@ func (ks *keyState) idle() bool {
 	return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 && ks.waiting == 0
 }
 
+// item is one record handed to a lane; one is allocated per fetched record
+// (in one slice per fetch), so it is kept small: 48 bytes.
 type item struct {
 	rec      *kgo.Record
 	tr       *tracker
-	seq      int64      // the record's sequence number in tr
-	info     *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
-	bad      error      // malformed convention headers
-	retry    bool       // read from a retry topic
-	counted  bool       // counts in Consumer.buffered until released
-	deferred bool       // set aside until due, now back: handle it at once
-	readBack bool       // counted off its key's pending
+	seq      int64     // the record's sequence number in tr
+	info     *itemInfo // nil for a main-topic record not yet failed: see retryInfo
+	retry    bool      // read from a retry topic
+	counted  bool      // counts in Consumer.buffered until released
+	deferred bool      // set aside until due, now back: handle it at once
+	readBack bool      // counted off its key's pending
+}
+
+// itemInfo is what a retry-topic record's headers say (or a failed
+// record's state), and the error when they are malformed.
+type itemInfo struct {
+	RetryInfo
+	bad error
 }
 
 // retryInfo is what the item's headers say, or, for a main-topic record,
 // the record as its own origin with no attempts.
 func (it *item) retryInfo() RetryInfo {
 	if it.info != nil {
-		return *it.info
+		return it.info.RetryInfo
 	}
 	r := it.rec
 	return RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
@@ -191,11 +201,24 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	if ks.dead.Load() {
 		cancel()
 	}
-	actx := &attemptCtx{Context: lctx, m: ks.m}
+	if ks.actx == nil {
+		ks.actx = &attemptCtx{m: ks.m}
+	}
+	actx := ks.actx // one per lane: its buffers are kept between runs
+	actx.Context = lctx
+	defer func() { actx.Context = nil }()
 	stopped := lctx.Done()
 	var work []*item
-	for {
-		if len(work) == 0 {
+	for i := 0; ; {
+		if i == len(work) {
+			// The batch is done: its slice goes back as the lane's
+			// queue (two slices take turns), sparing the appends of the
+			// next batch their growing.
+			clear(work)
+			spare := work[:0]
+			if cap(spare) > maxSpareQueue {
+				spare = nil
+			}
 			c.flushDone(actx)
 			c.mu.Lock()
 			if ks.dead.Load() || len(ks.queue) == 0 {
@@ -203,20 +226,20 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 				if c.metrics != nil {
 					c.metrics.keysBusy.Dec()
 				}
-				if !ks.dead.Load() && ks.idle() {
-					c.forgetLocked(ks)
+				if !ks.dead.Load() && cap(ks.queue) == 0 {
+					ks.queue = spare
 				}
 				c.mu.Unlock()
 				return
 			}
-			work, ks.queue = ks.queue, nil
+			work, ks.queue, i = ks.queue, spare, 0
 			c.mu.Unlock()
 		}
 		if len(actx.done) >= 256 {
 			c.flushDone(actx)
 		}
-		it := work[0]
-		work = work[1:]
+		it := work[i]
+		i++
 		select {
 		case <-stopped:
 			c.flushDone(actx) // handled: finished, even when stopping
@@ -237,10 +260,13 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			again = c.process(actx, ks, it)
 		}
 		if len(again) > 0 {
-			work = append(again, work...)
+			work, i = append(again, work[i:]...), 0
 		}
 	}
 }
+
+// maxSpareQueue bounds the queue memory an idle lane keeps.
+const maxSpareQueue = 1024
 
 // process applies the parking rules to one record and handles it when it is
 // its turn. It returns held records that may now run, to go first.
@@ -259,9 +285,17 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			}
 			return nil
 		}
-		return c.handle(ctx, ks, it)
+		// A main-topic record's first run, the common case, kept short
+		// and out of handle (whose large frame is set up on every call).
+		ctx.n = 1
+		err := c.call(ctx, it.rec)
+		if err == nil && len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
+			return nil
+		}
+		return c.handleAfter(ctx, ks, it, 1, err)
 	}
-	if it.bad == nil && it.info.Kind == KindDone {
+	if it.info.bad == nil && it.info.Kind == KindDone {
 		c.finish(it) // a note for restarts; nothing to do
 		return nil
 	}
@@ -277,10 +311,10 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		c.finish(it) // finished before a restart: its outcome is committed
 		return nil
 	}
-	if it.bad != nil {
+	if it.info.bad != nil {
 		// Not a record this convention wrote: nothing to retry by, so it
 		// is a dead letter at once.
-		return c.dead(ctx, ks, it, it.bad)
+		return c.dead(ctx, ks, it, it.info.bad)
 	}
 	id := it.info.Origin.ID()
 	if it.info.Kind == KindHold {
@@ -303,18 +337,12 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // handle runs the handler up to Attempts times with backoff, then sends the
 // record to the retry or the dead-letter topic.
 func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
-	var err error
-	ran := 0
-	if it.info == nil {
-		// A main-topic record's first run, the common case, kept short:
-		// no due time, no earlier attempts.
-		ctx.n = 1
-		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 && (c.sess == nil || !it.retry) {
-			ctx.done = append(ctx.done, it)
-			return nil
-		}
-		ran = 1
-	}
+	return c.handleAfter(ctx, ks, it, 0, nil)
+}
+
+// handleAfter is handle for a record that already ran ran times in a row
+// here (0 or 1), the last with err.
+func (c *Consumer) handleAfter(ctx *attemptCtx, ks *keyState, it *item, ran int, err error) []*item {
 	info := it.retryInfo()
 	info.Attempts += ran
 	if ran == 0 && !info.DueAt.IsZero() {
@@ -360,8 +388,7 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
 	rt := c.retryOf[ks.id.topic]
 	if rt == "" || deliveries > len(c.cfg.retryDelays) {
-		failed := info // its own variable: taking info's address would move it to the heap on every call
-		it.info = &failed
+		it.info = &itemInfo{RetryInfo: info} // a new value: taking info's address would move it to the heap on every call
 		return c.dead(ctx, ks, it, err)
 	}
 	now := c.cfg.clock.Now()

@@ -3,6 +3,8 @@ package consumer
 import (
 	"sort"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // tracker follows the records of one partition that were handed out and
@@ -63,6 +65,26 @@ func (t *tracker) addAll(offs []int64, hwm int64) (int, int64) {
 		t.next = offs[len(offs)-1] + 1
 	}
 	return first, seq
+}
+
+// skipOldLocked returns recs without those at or below the last offset
+// handed out (only at the front: a re-fetch after a reset), and notes the
+// high watermark. The caller appends what it returns to offs and done, in
+// order, and sets next. t.mu is held.
+func (t *tracker) skipOldLocked(recs []*kgo.Record, hwm int64) []*kgo.Record {
+	t.hwm = max(t.hwm, hwm)
+	first := 0
+	for first < len(recs) && t.next >= 0 && recs[first].Offset < t.next {
+		first++
+	}
+	recs = recs[first:]
+	if len(recs) > 0 {
+		if t.first < 0 {
+			t.first = recs[0].Offset
+		}
+		t.next = recs[len(recs)-1].Offset + 1
+	}
+	return recs
 }
 
 // finishSeqs marks the records with these sequence numbers done: no search.

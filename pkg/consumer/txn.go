@@ -164,7 +164,14 @@ func (c *Consumer) reset() {
 // runTransactional runs one transaction per poll (or per batch of deferred
 // records falling due).
 func (c *Consumer) runTransactional(ctx, work context.Context) error {
+	swept := time.Now()
 	for {
+		if time.Since(swept) >= c.cfg.commitInterval {
+			c.mu.Lock()
+			c.sweepLocked()
+			c.mu.Unlock()
+			swept = time.Now()
+		}
 		pollCtx, cancelPoll := ctx, context.CancelFunc(func() {})
 		if due, ok := c.nextDue(); ok {
 			pollCtx, cancelPoll = context.WithDeadline(ctx, due)
