@@ -21,7 +21,7 @@ restart or a rebalance, a held key's later records still wait.
 
 What it leaves out, compared with pkg/consumer: records run one at a time
 (a retry that is not due yet stalls the loop), and no exactly-once mode (it
-skips the done markers an exactly-once pkg/consumer writes, without using them).
+writes no done markers, but honours those an exactly-once pkg/consumer wrote).
 
 For the tests: --fail KEY:SEQ=N makes the record with that value fail its
 first N runs (N=0: always), --exit-idle S exits after S seconds with nothing
@@ -38,6 +38,7 @@ H_DELAY_MS = "sluice-delay-ms"
 H_DUE_AT = "sluice-retry-due-at"
 H_ATTEMPTS = "sluice-retry-attempts"
 H_KIND = "sluice-retry-kind"
+H_DONE_OFFSET = "sluice-retry-done-offset"
 H_TOPIC = "sluice-original-topic"
 H_PARTITION = "sluice-original-partition"
 H_OFFSET = "sluice-original-offset"
@@ -83,6 +84,7 @@ class Follower:
         self.last = {}        # (topic, partition) -> last offset handed out
         self.markers = {}     # origin id -> hold marker message
         self.read_back = set()  # retry records counted off their key's pending
+        self.done = set()       # (partition, offset) of retry records a done marker names
 
     # ---- the application's handler ----
     def handle(self, msg, attempt):
@@ -156,6 +158,7 @@ class Follower:
                            "enable.auto.commit": False})
         reader.assign([TopicPartition(self.retry_topic, partition, start)])
         holds = 0
+        read = []
         try:
             deadline = time.time() + 60
             pos = start
@@ -168,19 +171,28 @@ class Follower:
                 pos = msg.offset() + 1
                 if msg.offset() >= high:
                     break
-                h = self.headers(msg)
-                kind = h.get(H_KIND)
-                if kind == "done":
-                    continue  # an exactly-once consumer's note; read back uncounted
-                st = self.state(partition, msg.key())
-                st["pending"] += 1
-                if kind == "hold":
-                    oid = self.origin_id(self.origin(msg, h))
-                    if oid not in st["heads"]:
-                        st["heads"].append(oid)
-                        holds += 1
+                read.append(msg)
         finally:
             reader.close()
+        # A done marker (written by an exactly-once consumer) names a record
+        # already finished: skip it when read, and a finished hold holds nothing.
+        self.done = {d for d in self.done if d[0] != partition}
+        for msg in read:
+            h = self.headers(msg)
+            if h.get(H_KIND) == "done":
+                self.done.add((partition, int(h[H_DONE_OFFSET])))
+        for msg in read:
+            h = self.headers(msg)
+            kind = h.get(H_KIND)
+            if kind == "done":
+                continue  # read back uncounted
+            st = self.state(partition, msg.key())
+            st["pending"] += 1
+            if kind == "hold" and (partition, msg.offset()) not in self.done:
+                oid = self.origin_id(self.origin(msg, h))
+                if oid not in st["heads"]:
+                    st["heads"].append(oid)
+                    holds += 1
         print("rebuilt %s/%d from offset %d to %d: %d held" % (self.retry_topic, partition, start, high, holds),
               file=sys.stderr, flush=True)
 
@@ -212,6 +224,10 @@ class Follower:
             # its key is released.
             self.read_back.add((msg.topic(), msg.partition(), msg.offset()))
             st["pending"] = max(0, st["pending"] - 1)
+        if (msg.partition(), msg.offset()) in self.done:
+            self.done.discard((msg.partition(), msg.offset()))
+            self.finish(msg)  # finished before a restart
+            return []
         if kind == "hold":
             if oid in st["heads"]:
                 self.markers[oid] = msg  # finished when its record is done

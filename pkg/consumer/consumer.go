@@ -502,6 +502,7 @@ func (c *Consumer) drop(parts map[string][]int32) {
 		for _, p := range ps {
 			delete(c.parts, tp{t, p})
 			delete(c.scanned, tp{main, p})
+			delete(c.doneOffs, tp{t, p})
 			gone[tp{main, p}] = true
 		}
 	}

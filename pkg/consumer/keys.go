@@ -307,7 +307,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			ks.pending--
 		}
 	}
-	if c.sess != nil && c.takeDone(it) {
+	if c.takeDone(it) {
 		c.finish(it) // finished before a restart: its outcome is committed
 		return nil
 	}

@@ -59,6 +59,8 @@ func (c *Consumer) install(main string, p int32, recs []*kgo.Record) {
 	}
 	if len(done) > 0 {
 		c.doneOffs[tp{c.retryOf[main], p}] = done
+	} else {
+		delete(c.doneOffs, tp{c.retryOf[main], p})
 	}
 	for _, r := range recs {
 		info, err := DecodeRetryInfo(r)

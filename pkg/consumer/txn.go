@@ -89,7 +89,8 @@ func (c *Consumer) requeueDue(work context.Context) int {
 }
 
 // takeDone reports whether a done marker read by the scan names it, and
-// forgets the name.
+// forgets the name. Done markers are written with ExactlyOnce only, but
+// any consumer of the convention skips what they name.
 func (c *Consumer) takeDone(it *item) bool {
 	k := tp{it.rec.Topic, it.rec.Partition}
 	c.mu.Lock()
