@@ -33,10 +33,11 @@ func Emit(ctx context.Context, r *kgo.Record) error {
 // emit produces the run's emitted records and waits for them.
 func (c *Consumer) emit(ctx *attemptCtx) error {
 	var err error
+	run := ctx.Context // not the reused attemptCtx: the client may keep it (see send)
 	if c.sess != nil {
-		err = c.sess.ProduceSync(ctx, ctx.emits...).FirstErr()
+		err = c.sess.ProduceSync(run, ctx.emits...).FirstErr()
 	} else {
-		err = c.cl.ProduceSync(ctx, ctx.emits...).FirstErr()
+		err = c.cl.ProduceSync(run, ctx.emits...).FirstErr()
 	}
 	clear(ctx.emits)
 	ctx.emits = ctx.emits[:0]

@@ -489,6 +489,11 @@ func (c *Consumer) run(ctx context.Context, r *kgo.Record) (err error) {
 
 // send produces r until it is acknowledged or ctx ends (false).
 func (c *Consumer) send(ctx context.Context, r *kgo.Record) bool {
+	if a, ok := ctx.(*attemptCtx); ok {
+		// The client may keep the context after the call returns; a
+		// lane's attemptCtx is reused, its run's context is not.
+		ctx = a.Context
+	}
 	for i := 1; ; i++ {
 		err := c.produce(ctx, r)
 		if err == nil {
