@@ -97,11 +97,26 @@ func TestExactlyOnceSIGKILLMidRetry(t *testing.T) {
 		t.Fatal("the consumer finished before any kill: the test did not test a crash")
 	}
 
+	kinds := checkExactlyOnce(t, b.Addr(), topic, emitTo, keys, perKey)
+	_, lines := readHandled(t, out)
+	t.Logf("retry topic, committed: %v; %d handler successes for %d records (%d run again after kills, their output aborted)",
+		kinds, lines, want, lines-want)
+}
+
+// checkExactlyOnce reads emitTo, the dead-letter topic and the retry topic
+// of the shared workload read_committed: each success emitted exactly once
+// and in key order (a key's records share a partition of emitTo, so offset
+// order is emit order), the permanent failure dead-lettered once, and no
+// retry, park, hold or done record twice. It returns the retry topic's
+// records by kind.
+func checkExactlyOnce(t *testing.T, addr, topic, emitTo string, keys, perKey int) map[string]int {
+	t.Helper()
+	want := keys*perKey - 1
 	// Each success once, in key order (a key's records share a partition
 	// of the emitted topic, so offset order is emit order).
 	var log handledLog
 	count := map[string]int{}
-	for _, rs := range readCommitted(t, b.Addr(), emitTo) {
+	for _, rs := range readCommitted(t, addr, emitTo) {
 		for _, r := range rs {
 			log.add(r.Value)
 			count[string(r.Value)]++
@@ -119,7 +134,7 @@ func TestExactlyOnceSIGKILLMidRetry(t *testing.T) {
 	if err := load.CheckOrder(handled, keys, perKey); err != nil {
 		t.Error(err)
 	}
-	dead := all(readCommitted(t, b.Addr(), topic+consumer.DLQSuffix))
+	dead := all(readCommitted(t, addr, topic+consumer.DLQSuffix))
 	if len(dead) != 1 || string(dead[0].Value) != load.Value(2, 10) {
 		var vs []string
 		for _, d := range dead {
@@ -129,7 +144,7 @@ func TestExactlyOnceSIGKILLMidRetry(t *testing.T) {
 	}
 	seen := map[string]int64{}
 	kinds := map[string]int{}
-	for _, r := range all(readCommitted(t, b.Addr(), topic+consumer.RetrySuffix)) {
+	for _, r := range all(readCommitted(t, addr, topic+consumer.RetrySuffix)) {
 		info, err := consumer.DecodeRetryInfo(r)
 		if err != nil {
 			t.Errorf("retry topic record at %d/%d: %v", r.Partition, r.Offset, err)
@@ -145,7 +160,5 @@ func TestExactlyOnceSIGKILLMidRetry(t *testing.T) {
 		}
 		seen[id] = r.Offset
 	}
-	_, lines := readHandled(t, out)
-	t.Logf("retry topic, committed: %v; %d handler successes for %d records (%d run again after kills, their output aborted)",
-		kinds, lines, want, lines-want)
+	return kinds
 }
