@@ -331,7 +331,6 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	seq := tr.base + int64(len(tr.offs))
 	tr.offs = slices.Grow(tr.offs, len(recs))
 	tr.done = slices.Grow(tr.done, len(recs))
-	items := make([]item, len(recs)) // one allocation for the batch
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
@@ -339,13 +338,10 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	for i, r := range recs {
 		tr.offs = append(tr.offs, r.Offset)
 		tr.done = append(tr.done, false)
-		it := &items[i]
-		it.rec, it.tr, it.retry, it.seq = r, tr, retry, seq+int64(i)
+		it := item{rec: r, tr: tr, retry: retry, seq: seq + int64(i), counted: !retry}
 		if retry {
 			info, err := DecodeRetryInfo(r)
 			it.info = &itemInfo{info, err}
-		} else {
-			it.counted = true
 		}
 		ks := ls.lane(main, fp.Partition, r.Key)
 		ks.queue = append(ks.queue, it)
@@ -521,8 +517,8 @@ func (c *Consumer) drop(parts map[string][]int32) {
 			if ks.cancel != nil {
 				ks.cancel() // a handler or a wait in progress stops; its record is not finished
 			}
-			for _, it := range ks.queue {
-				c.release(it)
+			for i := range ks.queue {
+				c.release(&ks.queue[i])
 			}
 			ks.queue = nil
 		}

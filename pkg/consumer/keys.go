@@ -24,7 +24,7 @@ type keyID struct {
 // ensureScanned before any goroutine runs for the lane.
 type keyState struct {
 	id      keyID
-	queue   []*item
+	queue   []item // by value: no allocation per record; see runKey
 	running bool
 	dead    atomic.Bool
 	swept   bool               // found idle by the last sweep (guarded by Consumer.mu)
@@ -57,8 +57,10 @@ func (ks *keyState) idle() bool {
 	return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 && ks.waiting == 0
 }
 
-// item is one record handed to a lane; one is allocated per fetched record
-// (in one slice per fetch), so it is kept small: 48 bytes.
+// item is one record handed to a lane, kept by value in the lane's queue
+// (48 bytes, no allocation of its own). A pointer to a queued item is good
+// only while its lane's goroutine works on that batch: an item kept longer
+// (held, a hold marker, set aside until due) is cloned to the heap.
 type item struct {
 	rec      *kgo.Record
 	tr       *tracker
@@ -75,6 +77,12 @@ type item struct {
 type itemInfo struct {
 	RetryInfo
 	bad error
+}
+
+// clone is a heap copy of it, for keeping past its batch.
+func (it *item) clone() *item {
+	c := *it
+	return &c
 }
 
 // retryInfo is what the item's headers say, or, for a main-topic record,
@@ -208,18 +216,19 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 	actx.Context = lctx
 	defer func() { actx.Context = nil }()
 	stopped := lctx.Done()
-	var work []*item
+	var work []item
 	for i := 0; ; {
 		if i == len(work) {
 			// The batch is done: its slice goes back as the lane's
 			// queue (two slices take turns), sparing the appends of the
-			// next batch their growing.
+			// next batch their growing. Flushed first: actx.done points
+			// into it.
+			c.flushDone(actx)
 			clear(work)
 			spare := work[:0]
 			if cap(spare) > maxSpareQueue {
 				spare = nil
 			}
-			c.flushDone(actx)
 			c.mu.Lock()
 			if ks.dead.Load() || len(ks.queue) == 0 {
 				ks.running = false
@@ -238,7 +247,7 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 		if len(actx.done) >= 256 {
 			c.flushDone(actx)
 		}
-		it := work[i]
+		it := &work[i]
 		i++
 		select {
 		case <-stopped:
@@ -260,13 +269,19 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			again = c.process(actx, ks, it)
 		}
 		if len(again) > 0 {
-			work, i = append(again, work[i:]...), 0
+			// A new slice: actx.done may point into the old one.
+			next := make([]item, 0, len(again)+len(work)-i)
+			for _, h := range again {
+				next = append(next, *h)
+			}
+			work, i = append(next, work[i:]...), 0
 		}
 	}
 }
 
-// maxSpareQueue bounds the queue memory an idle lane keeps.
-const maxSpareQueue = 1024
+// maxSpareQueue bounds the queue memory (48 bytes an entry) an idle lane
+// keeps.
+const maxSpareQueue = 512
 
 // process applies the parking rules to one record and handles it when it is
 // its turn. It returns held records that may now run, to go first.
@@ -320,7 +335,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 	if it.info.Kind == KindHold {
 		for i := range ks.heads {
 			if ks.heads[i].id == id && ks.heads[i].marker == nil {
-				ks.heads[i].marker = it
+				ks.heads[i].marker = it.clone()
 				return nil
 			}
 		}
@@ -328,7 +343,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		return nil
 	}
 	if c.cfg.park && len(ks.heads) > 0 && ks.heads[0].id != id {
-		ks.held = append(ks.held, it)
+		ks.held = append(ks.held, it.clone())
 		return nil
 	}
 	return c.handle(ctx, ks, it)
@@ -351,7 +366,7 @@ func (c *Consumer) handleAfter(ctx *attemptCtx, ks *keyState, it *item, ran int,
 			// A transaction cannot wait for a delay: set the record
 			// aside, unfinished, and handle it in the first transaction
 			// after it is due. Its key's later records wait behind it.
-			c.deferUntil(ks, it, info.DueAt)
+			c.deferUntil(ks, it.clone(), info.DueAt)
 			return nil
 		}
 		if !c.waitUntil(ctx, info.DueAt) {
