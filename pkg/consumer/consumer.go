@@ -358,8 +358,12 @@ func (c *Consumer) startLocked(work context.Context, ks *keyState) {
 	if c.metrics != nil {
 		c.metrics.keysBusy.Inc()
 	}
+	// The run's context is made here, under c.mu, so the new goroutine
+	// need not take the lock (that dispatch holds) before it starts.
+	lctx, cancel := context.WithCancel(work)
+	ks.cancel = cancel
 	c.wg.Add(1)
-	go c.runKey(work, ks)
+	go c.runKey(lctx, cancel, ks)
 }
 
 // unregister takes the metrics off their registry.

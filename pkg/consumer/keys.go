@@ -199,16 +199,10 @@ func (c *Consumer) settle(ctx context.Context, it *item) bool {
 }
 
 // runKey handles a lane's records one at a time until its queue is empty.
-func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
+// lctx is the run's context, cancelled by cancel (which drop also calls).
+func (c *Consumer) runKey(lctx context.Context, cancel context.CancelFunc, ks *keyState) {
 	defer c.wg.Done()
-	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.mu.Lock()
-	ks.cancel = cancel
-	c.mu.Unlock()
-	if ks.dead.Load() {
-		cancel()
-	}
 	if ks.actx == nil {
 		ks.actx = &attemptCtx{m: ks.m}
 	}
