@@ -13,11 +13,15 @@ TOPIC.retry with a delay (a hold marker first, then the retry record), and
 after the last round to TOPIC.dlq with the dead-letter headers. While a key
 has a record in the retry topic, its later records are parked there behind it.
 Offsets are committed only below the lowest record not finished; a hold marker
-stays unfinished until its record is done.
+stays unfinished until its record is done. When it is assigned a partition it
+first reads TOPIC.retry's partition from the group's committed offset to its
+end, as docs/retries.md says: every record there counts as not yet read back
+for its key, and every hold marker names a held key. So after a crash, a
+restart or a rebalance, a held key's later records still wait.
 
 What it leaves out, compared with pkg/consumer: records run one at a time
-(a retry that is not due yet stalls the loop), and after a restart it does not
-re-read the retry topic to rebuild which keys are held (pkg/consumer does).
+(a retry that is not due yet stalls the loop), and no exactly-once mode (it
+writes no done markers, but honours those an exactly-once pkg/consumer wrote).
 
 For the tests: --fail KEY:SEQ=N makes the record with that value fail its
 first N runs (N=0: always), --exit-idle S exits after S seconds with nothing
@@ -34,6 +38,7 @@ H_DELAY_MS = "sluice-delay-ms"
 H_DUE_AT = "sluice-retry-due-at"
 H_ATTEMPTS = "sluice-retry-attempts"
 H_KIND = "sluice-retry-kind"
+H_DONE_OFFSET = "sluice-retry-done-offset"
 H_TOPIC = "sluice-original-topic"
 H_PARTITION = "sluice-original-partition"
 H_OFFSET = "sluice-original-offset"
@@ -70,13 +75,16 @@ class Follower:
             "auto.offset.reset": "earliest",
             # Range keeps partition p of TOPIC and TOPIC.retry on one member.
             "partition.assignment.strategy": "range",
+            "session.timeout.ms": args.session_timeout_ms,
         })
         self.producer = Producer({"bootstrap.servers": args.brokers, "acks": "all",
                                   "enable.idempotence": True})
-        self.keys = {}        # key -> {"heads": [id], "held": [msg], "pending": int}
+        self.keys = {}        # (partition, key) -> {"heads": [id], "held": [msg], "pending": int}
         self.unfinished = {}  # (topic, partition) -> set of offsets
         self.last = {}        # (topic, partition) -> last offset handed out
         self.markers = {}     # origin id -> hold marker message
+        self.read_back = set()  # retry records counted off their key's pending
+        self.done = set()       # (partition, offset) of retry records a done marker names
 
     # ---- the application's handler ----
     def handle(self, msg, attempt):
@@ -114,15 +122,87 @@ class Follower:
         if self.producer.flush(30) != 0:
             raise RuntimeError("produce to %s timed out" % topic)
 
-    def state(self, key):
-        return self.keys.setdefault(key, {"heads": [], "held": [], "pending": 0})
+    def state(self, partition, key):
+        # A key's records of TOPIC partition p and their copies in
+        # TOPIC.retry partition p: one lane.
+        return self.keys.setdefault((partition, key), {"heads": [], "held": [], "pending": 0})
+
+    # ---- rebuilding held keys when partitions are assigned ----
+    def on_assign(self, consumer, partitions):
+        for tp in partitions:
+            if tp.topic == self.retry_topic:
+                self.rebuild(tp.partition)
+
+    def on_revoke(self, consumer, partitions):
+        # What was not finished is read again by the next owner (maybe us):
+        # forget it, and the park state of the partitions, rebuilt on assign.
+        gone = {tp.partition for tp in partitions}
+        for tp in partitions:
+            self.unfinished.pop((tp.topic, tp.partition), None)
+            self.last.pop((tp.topic, tp.partition), None)
+        self.keys = {k: st for k, st in self.keys.items() if k[0] not in gone}
+        self.markers = {oid: m for oid, m in self.markers.items() if m.partition() not in gone}
+
+    def rebuild(self, partition):
+        """Reads TOPIC.retry partition from the group's committed offset to
+        its end: each record will be read again (pending for its key), and
+        each hold marker there names a held key."""
+        tp = TopicPartition(self.retry_topic, partition)
+        committed = self.consumer.committed([tp], timeout=30)[0].offset
+        low, high = self.consumer.get_watermark_offsets(tp, timeout=30)
+        start = committed if committed >= 0 else low
+        self.keys = {k: st for k, st in self.keys.items() if k[0] != partition}
+        if start >= high:
+            return
+        reader = Consumer({"bootstrap.servers": self.args.brokers, "group.id": self.args.group + ".rebuild",
+                           "enable.auto.commit": False})
+        reader.assign([TopicPartition(self.retry_topic, partition, start)])
+        holds = 0
+        read = []
+        try:
+            deadline = time.time() + 60
+            pos = start
+            while pos < high:
+                if time.time() > deadline:
+                    raise RuntimeError("rebuilding held keys of %s/%d: stuck at %d of %d" % (self.retry_topic, partition, pos, high))
+                msg = reader.poll(1.0)
+                if msg is None or msg.error():
+                    continue
+                pos = msg.offset() + 1
+                if msg.offset() >= high:
+                    break
+                read.append(msg)
+        finally:
+            reader.close()
+        # A done marker (written by an exactly-once consumer) names a record
+        # already finished: skip it when read, and a finished hold holds nothing.
+        self.done = {d for d in self.done if d[0] != partition}
+        for msg in read:
+            h = self.headers(msg)
+            if h.get(H_KIND) == "done":
+                self.done.add((partition, int(h[H_DONE_OFFSET])))
+        for msg in read:
+            h = self.headers(msg)
+            kind = h.get(H_KIND)
+            if kind == "done":
+                continue  # read back uncounted
+            st = self.state(partition, msg.key())
+            st["pending"] += 1
+            if kind == "hold" and (partition, msg.offset()) not in self.done:
+                oid = self.origin_id(self.origin(msg, h))
+                if oid not in st["heads"]:
+                    st["heads"].append(oid)
+                    holds += 1
+        print("rebuilt %s/%d from offset %d to %d: %d held" % (self.retry_topic, partition, start, high, holds),
+              file=sys.stderr, flush=True)
 
     def finish(self, msg):
         self.unfinished[(msg.topic(), msg.partition())].discard(msg.offset())
+        self.read_back.discard((msg.topic(), msg.partition(), msg.offset()))
 
     def process(self, msg):
         key = msg.key()
-        st = self.state(key)
+        st = self.state(msg.partition(), key)
         h = self.headers(msg)
         o = self.origin(msg, h)
         oid = self.origin_id(o)
@@ -135,8 +215,19 @@ class Follower:
                 self.finish(msg)
                 return []
             return self.run(msg, st, o, 0, 0)
-        st["pending"] = max(0, st["pending"] - 1)
         kind = h.get(H_KIND)
+        if kind == "done":
+            self.finish(msg)
+            return []
+        if (msg.topic(), msg.partition(), msg.offset()) not in self.read_back:
+            # Once per record: a held record comes through here again when
+            # its key is released.
+            self.read_back.add((msg.topic(), msg.partition(), msg.offset()))
+            st["pending"] = max(0, st["pending"] - 1)
+        if (msg.partition(), msg.offset()) in self.done:
+            self.done.discard((msg.partition(), msg.offset()))
+            self.finish(msg)  # finished before a restart
+            return []
         if kind == "hold":
             if oid in st["heads"]:
                 self.markers[oid] = msg  # finished when its record is done
@@ -207,7 +298,7 @@ class Follower:
             self.consumer.commit(offsets=offsets, asynchronous=False)
 
     def loop(self):
-        self.consumer.subscribe([self.topic, self.retry_topic])
+        self.consumer.subscribe([self.topic, self.retry_topic], on_assign=self.on_assign, on_revoke=self.on_revoke)
         idle_since = None  # the idle clock starts with the first record
         while True:
             msg = self.consumer.poll(0.2)
@@ -242,6 +333,7 @@ def main():
                     help="retry rounds' delays, comma-separated")
     ap.add_argument("--fail", action="append", default=[])
     ap.add_argument("--exit-idle", type=float, default=1e9)
+    ap.add_argument("--session-timeout-ms", type=int, default=45000)
     Follower(ap.parse_args()).loop()
 
 

@@ -30,6 +30,7 @@ type Consumer struct {
 	handler Handler
 	cl      *kgo.Client
 	sess    *kgo.GroupTransactSession // ExactlyOnce only
+	metrics *metrics                  // nil without Metrics
 	produce func(context.Context, *kgo.Record) error
 
 	retryOf map[string]string // main topic -> retry topic ("" when retries are off)
@@ -47,6 +48,15 @@ type Consumer struct {
 	parts   map[tp]*tracker
 	keys    map[tp]*lanes // by main topic partition
 	scanned map[tp]bool   // main topic partitions whose retry partition was read
+
+	// ExactlyOnce only, guarded by mu: records set aside until due, the
+	// retry-topic offsets done markers name (from the scan, by retry
+	// partition), and the cancel of the running transaction's work.
+	deferred  []deferredItem
+	doneOffs  map[tp]map[int64]bool
+	cancelTxn context.CancelFunc
+	txnMarks  map[*tracker]int64 // offsets in the transaction's commit
+	abort     atomic.Bool        // a produce failed: abort the transaction
 }
 
 type tp struct {
@@ -73,7 +83,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	c := &Consumer{
 		cfg: cfg, handler: h,
 		retryOf: map[string]string{}, mainOf: map[string]string{}, dlqOf: map[string]string{}, dlqN: map[string]int32{},
-		parts: map[tp]*tracker{}, keys: map[tp]*lanes{}, scanned: map[tp]bool{},
+		parts: map[tp]*tracker{}, keys: map[tp]*lanes{}, scanned: map[tp]bool{}, doneOffs: map[tp]map[int64]bool{},
 		space: make(chan struct{}, 1),
 	}
 	topics := make([]string, 0, 2*len(cfg.topics))
@@ -91,6 +101,13 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	if err := c.ensureTopics(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.registerer != nil {
+		m, err := newMetrics(c, cfg.registerer)
+		if err != nil {
+			return nil, err
+		}
+		c.metrics = m
+	}
 	kopts := append([]kgo.Opt{}, cfg.clientOpts...)
 	kopts = append(kopts,
 		kgo.SeedBrokers(cfg.brokers...),
@@ -101,7 +118,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordPartitioner(partitioner{own: c.dlqN}),
 		kgo.OnPartitionsRevoked(c.onRevoked),
 		kgo.OnPartitionsLost(c.onLost),
 	)
@@ -109,6 +126,7 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 		kopts = append(kopts, kgo.TransactionalID(cfg.transactional), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
+			c.unregister()
 			return nil, fmt.Errorf("consumer: client: %w", err)
 		}
 		c.sess, c.cl = sess, sess.Client()
@@ -117,11 +135,24 @@ func New(ctx context.Context, h Handler, opts ...Opt) (*Consumer, error) {
 	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
+		c.unregister()
 		return nil, fmt.Errorf("consumer: client: %w", err)
 	}
 	c.cl = cl
 	c.produce = func(ctx context.Context, r *kgo.Record) error { return cl.ProduceSync(ctx, r).FirstErr() }
 	return c, nil
+}
+
+// partitioner sends the consumer's own records (retry, park, hold, done,
+// dead letters) to the partition they name and records from Emit by key,
+// as Kafka's default partitioner does.
+type partitioner struct{ own map[string]int32 }
+
+func (p partitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if _, ok := p.own[t]; ok {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return kgo.StickyKeyPartitioner(nil).ForTopic(t)
 }
 
 // sideOpts are the options of the short-lived clients that create topics
@@ -214,6 +245,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	} else {
 		c.sess.Close()
 	}
+	c.unregister()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
@@ -222,6 +254,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // Close is for a Consumer that is never Run.
 func (c *Consumer) Close() {
+	c.unregister()
 	if c.sess != nil {
 		c.sess.Close()
 		return
@@ -273,46 +306,6 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 	}
 }
 
-// runTransactional finishes every record of a poll, then commits the poll's
-// offsets and the dead letters it wrote in one transaction.
-func (c *Consumer) runTransactional(ctx, work context.Context) error {
-	for {
-		fs := c.sess.PollRecords(ctx, c.cfg.maxBuffered)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if fs.IsClientClosed() {
-			return errors.New("consumer: client closed")
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			c.cfg.logger.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		})
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := c.sess.Begin(); err != nil {
-			return fmt.Errorf("consumer: begin transaction: %w", err)
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) { c.dispatch(work, fp) })
-		c.wg.Wait() // every key goroutine exits once its queue is empty
-		try := kgo.TryCommit
-		if ctx.Err() != nil || c.buffered.Load() != 0 {
-			try = kgo.TryAbort
-		}
-		committed, err := c.sess.End(ctx, try)
-		if err != nil {
-			return fmt.Errorf("consumer: end transaction: %w", err)
-		}
-		if !committed {
-			c.cfg.logger.Info("transaction aborted; the poll's records will be handled again")
-			c.buffered.Store(0)
-		}
-		c.mu.Lock()
-		clear(c.parts) // offsets are the session's to commit
-		c.mu.Unlock()
-	}
-}
-
 // dispatch queues a fetched partition's records on their keys.
 func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 	main, ok := c.mainOf[fp.Topic]
@@ -329,33 +322,54 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		tr = newTracker()
 		c.parts[k] = tr
 	}
-	offs := make([]int64, len(fp.Records))
-	for i, r := range fp.Records {
-		offs[i] = r.Offset
-	}
-	first, seq := tr.addAll(offs)
-	recs := fp.Records[first:]
-	items := make([]item, len(recs)) // one allocation for the batch
+	// One pass over the records, handing them to the tracker and to their
+	// lanes together: the records are touched once. The tracker's lock is
+	// held through it (lock order: c.mu, then the tracker's).
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	recs := tr.skipOldLocked(fp.Records, fp.HighWatermark)
+	seq := tr.base + int64(len(tr.offs))
+	tr.offs = slices.Grow(tr.offs, len(recs))
+	tr.done = slices.Grow(tr.done, len(recs))
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
 	ls := c.lanesLocked(main, fp.Partition)
 	for i, r := range recs {
-		it := &items[i]
-		it.rec, it.tr, it.retry, it.seq = r, tr, retry, seq+int64(i)
+		tr.offs = append(tr.offs, r.Offset)
+		tr.done = append(tr.done, false)
+		it := item{rec: r, tr: tr, retry: retry, seq: seq + int64(i), counted: !retry}
 		if retry {
 			info, err := DecodeRetryInfo(r)
-			it.info, it.bad = &info, err
-		} else {
-			it.counted = true
+			it.info = &itemInfo{info, err}
 		}
 		ks := ls.lane(main, fp.Partition, r.Key)
 		ks.queue = append(ks.queue, it)
 		if !ks.running {
-			ks.running = true
-			c.wg.Add(1)
-			go c.runKey(work, ks)
+			c.startLocked(work, ks)
 		}
+	}
+}
+
+// startLocked starts the lane's goroutine. c.mu is held.
+func (c *Consumer) startLocked(work context.Context, ks *keyState) {
+	ks.running = true
+	ks.swept = false
+	if c.metrics != nil {
+		c.metrics.keysBusy.Inc()
+	}
+	// The run's context is made here, under c.mu, so the new goroutine
+	// need not take the lock (that dispatch holds) before it starts.
+	lctx, cancel := context.WithCancel(work)
+	ks.cancel = cancel
+	c.wg.Add(1)
+	go c.runKey(lctx, cancel, ks)
+}
+
+// unregister takes the metrics off their registry.
+func (c *Consumer) unregister() {
+	if c.metrics != nil {
+		c.metrics.unregister()
 	}
 }
 
@@ -363,6 +377,7 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 type lanes struct {
 	byKey map[string]*keyState
 	null  *keyState
+	m     *topicMetrics // nil without Metrics
 }
 
 // lanesLocked returns the lanes of a main topic partition, creating them.
@@ -371,6 +386,9 @@ func (c *Consumer) lanesLocked(main string, p int32) *lanes {
 	ls := c.keys[tp{main, p}]
 	if ls == nil {
 		ls = &lanes{byKey: map[string]*keyState{}}
+		if c.metrics != nil {
+			ls.m = c.metrics.forTopic(main)
+		}
 		c.keys[tp{main, p}] = ls
 	}
 	return ls
@@ -385,36 +403,50 @@ func (c *Consumer) laneLocked(main string, p int32, key []byte) *keyState {
 func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 	if key == nil {
 		if ls.null == nil {
-			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}}
+			ls.null = &keyState{id: keyID{topic: main, p: p, null: true}, m: ls.m}
 		}
 		return ls.null
 	}
 	if ks := ls.byKey[string(key)]; ks != nil { // no allocation for the lookup
 		return ks
 	}
-	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}}
+	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
 	ls.byKey[ks.id.key] = ks
 	return ks
 }
 
-// forgetLocked removes an idle lane. c.mu is held.
-func (c *Consumer) forgetLocked(ks *keyState) {
-	ls := c.keys[tp{ks.id.topic, ks.id.p}]
-	if ls == nil {
-		return
+// sweepLocked forgets lanes found idle by two sweeps in a row: a lane is
+// kept a while after its queue empties, so a key that comes again reuses
+// it (and its queue's memory), and memory stays bounded by the keys seen
+// lately. c.mu is held; an idle lane's goroutine has exited.
+func (c *Consumer) sweepLocked() {
+	old := func(ks *keyState) bool {
+		if ks.running || len(ks.queue) > 0 || !ks.idle() {
+			ks.swept = false
+			return false
+		}
+		if ks.swept {
+			return true
+		}
+		ks.swept = true
+		return false
 	}
-	if ks.id.null {
-		if ls.null == ks {
+	for _, ls := range c.keys {
+		for k, ks := range ls.byKey {
+			if old(ks) {
+				delete(ls.byKey, k)
+			}
+		}
+		if ls.null != nil && old(ls.null) {
 			ls.null = nil
 		}
-	} else if ls.byKey[ks.id.key] == ks {
-		delete(ls.byKey, ks.id.key)
 	}
 }
 
 // commit commits every partition's mark that moved.
 func (c *Consumer) commit(ctx context.Context) {
 	c.mu.Lock()
+	c.sweepLocked()
 	offs := map[string]map[int32]kgo.EpochOffset{}
 	marks := map[tp]int64{}
 	trs := map[tp]*tracker{}
@@ -470,6 +502,7 @@ func (c *Consumer) drop(parts map[string][]int32) {
 		for _, p := range ps {
 			delete(c.parts, tp{t, p})
 			delete(c.scanned, tp{main, p})
+			delete(c.doneOffs, tp{t, p})
 			gone[tp{main, p}] = true
 		}
 	}
@@ -484,11 +517,12 @@ func (c *Consumer) drop(parts map[string][]int32) {
 		}
 		for _, ks := range all {
 			ks.dead.Store(true)
+			c.noteHeld(ks)
 			if ks.cancel != nil {
 				ks.cancel() // a handler or a wait in progress stops; its record is not finished
 			}
-			for _, it := range ks.queue {
-				c.release(it)
+			for i := range ks.queue {
+				c.release(&ks.queue[i])
 			}
 			ks.queue = nil
 		}

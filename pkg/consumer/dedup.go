@@ -45,13 +45,39 @@ func ByKeyAndSequence(seqHeader string) IDFunc {
 // record h handles without error is marked. Marking after success, not
 // before, keeps at-least-once: a crash between the two repeats the record
 // once more rather than losing it; make h itself idempotent where that
-// matters.
+// matters. Two records with the same id never run at once (records of
+// different keys run concurrently): the second waits for the first and then
+// finds it marked.
 func Dedup(store Store, id IDFunc, h Handler) Handler {
+	var mu sync.Mutex
+	running := map[string]chan struct{}{}
 	return func(ctx context.Context, r *kgo.Record) error {
 		k := id(r)
 		if k == "" {
 			return h(ctx, r)
 		}
+		for {
+			mu.Lock()
+			wait, busy := running[k]
+			if !busy {
+				running[k] = make(chan struct{})
+			}
+			mu.Unlock()
+			if !busy {
+				break
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		defer func() {
+			mu.Lock()
+			close(running[k])
+			delete(running, k)
+			mu.Unlock()
+		}()
 		seen, err := store.Seen(ctx, k)
 		if err != nil {
 			return fmt.Errorf("dedup store: %w", err)

@@ -6,8 +6,9 @@
 // (a key of one partition; null keys share one lane per partition). An
 // offset is committed only below the lowest record not yet finished, so a
 // crash re-delivers, and never skips, what was not finished: delivery is at
-// least once (or exactly once for dead letters and commits with
-// ExactlyOnce; see Dedup for the handler's side).
+// least once (or, with ExactlyOnce, exactly once for everything the
+// consumer writes, retry rounds included, and for what the handler passes
+// to Emit; see Dedup for the handler's other effects).
 //
 // A failing record is retried in place (Attempts, Backoff): later records of
 // its key wait. With RetryDelays it then moves to the retry topic
@@ -19,12 +20,13 @@
 // docs/retries.md gives the topic names and headers exactly, for consumers
 // in other languages.
 //
-// The package owns the lanes, the offset tracking, the retry, park and
-// dead-letter records and their headers, and the dedup helper. It does not
+// The package owns the lanes, the offset tracking, the retry, park, hold,
+// done and dead-letter records and their headers, the transactions of
+// ExactlyOnce, its Prometheus metrics (Metrics) and the dedup helper. It does not
 // own delayed delivery (a sluice broker does it; on other brokers the
 // consumer waits for HeaderDueAt itself) nor dead-letter replay (the sluice
 // dlq command).
 //
 // Locks: Consumer.mu, then a tracker's mu; a lane's park state is touched
-// only by its goroutine.
+// only by its goroutine. Dedup has its own lock, taken with neither held.
 package consumer

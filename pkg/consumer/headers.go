@@ -26,8 +26,11 @@ const (
 	// over every delivery (blocking attempts included).
 	HeaderAttempts = "sluice-retry-attempts"
 	// HeaderKind says what a record in a retry topic is: KindRetry,
-	// KindPark or KindHold.
+	// KindPark, KindHold or KindDone.
 	HeaderKind = "sluice-retry-kind"
+	// HeaderDoneOffset, on a KindDone marker, is the offset in the same
+	// retry partition of the record the marker says is finished.
+	HeaderDoneOffset = "sluice-retry-done-offset"
 
 	// HeaderOriginalTopic, HeaderOriginalPartition, HeaderOriginalOffset and
 	// HeaderOriginalTimestamp (Unix ms) name the record as it was first
@@ -64,6 +67,12 @@ const (
 	// written before the retry record itself, so a key is known to be held
 	// even while a sluice broker still keeps the delayed retry record.
 	KindHold = "hold"
+	// KindDone is a marker with no value written by ExactlyOnce consumers:
+	// the retry-topic record at HeaderDoneOffset was finished (its outcome
+	// committed in the same transaction as this marker) although the
+	// group's offset could not yet move past it. A consumer that reads the
+	// record again skips it; a finished hold names no held key.
+	KindDone = "done"
 )
 
 // Suffixes of the default retry and dead-letter topic names.
@@ -90,11 +99,12 @@ func (o Origin) ID() string {
 
 // RetryInfo is what the convention headers of a record say.
 type RetryInfo struct {
-	Kind      string    // "" for a record that was never retried
-	Attempts  int       // handler runs so far
-	DueAt     time.Time // zero if none
-	Origin    Origin    // the record itself when it carries no origin headers
-	HasOrigin bool
+	Kind       string    // "" for a record that was never retried
+	Attempts   int       // handler runs so far
+	DoneOffset int64     // KindDone: the offset of the finished record
+	DueAt      time.Time // zero if none
+	Origin     Origin    // the record itself when it carries no origin headers
+	HasOrigin  bool
 }
 
 // HeaderValue returns the value of the last header named key, and whether
@@ -138,7 +148,7 @@ func DecodeRetryInfo(r *kgo.Record) (RetryInfo, error) {
 	info := RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
 	if v, ok := HeaderValue(r, HeaderKind); ok {
 		switch v {
-		case KindRetry, KindPark, KindHold:
+		case KindRetry, KindPark, KindHold, KindDone:
 			info.Kind = v
 		default:
 			return info, fmt.Errorf("%w %s: unknown kind %q", ErrBadHeader, HeaderKind, v)
@@ -150,6 +160,15 @@ func DecodeRetryInfo(r *kgo.Record) (RetryInfo, error) {
 			return info, err
 		}
 		info.Attempts = int(n)
+	}
+	if v, ok := HeaderValue(r, HeaderDoneOffset); ok {
+		n, err := parseUint(HeaderDoneOffset, v, 1<<63-1)
+		if err != nil {
+			return info, err
+		}
+		info.DoneOffset = n
+	} else if info.Kind == KindDone {
+		return info, fmt.Errorf("%w: a %s record must carry %s", ErrBadHeader, KindDone, HeaderDoneOffset)
 	}
 	if v, ok := HeaderValue(r, HeaderDueAt); ok {
 		n, err := parseUint(HeaderDueAt, v, maxTimestamp)
@@ -224,8 +243,11 @@ func originHeaders(h []kgo.RecordHeader, o Origin) []kgo.RecordHeader {
 }
 
 // retryRecord builds the record written to the retry topic for r: kind is
-// KindRetry (with a delay) or KindPark (delay 0).
-func retryRecord(r *kgo.Record, topic string, kind string, info RetryInfo, delay time.Duration, now time.Time) *kgo.Record {
+// KindRetry (with a delay) or KindPark (delay 0). brokerDelay says whether
+// to ask the broker to keep the record back (HeaderDelayMs); a transactional
+// batch may not (a sluice broker refuses delay headers there), and the
+// consumer then waits for HeaderDueAt itself.
+func retryRecord(r *kgo.Record, topic string, kind string, info RetryInfo, delay time.Duration, now time.Time, brokerDelay bool) *kgo.Record {
 	h := userHeaders(r)
 	h = originHeaders(h, info.Origin)
 	h = append(h,
@@ -234,7 +256,7 @@ func retryRecord(r *kgo.Record, topic string, kind string, info RetryInfo, delay
 	)
 	if kind == KindRetry {
 		h = append(h, kgo.RecordHeader{Key: HeaderDueAt, Value: itoa(now.Add(delay).UnixMilli())})
-		if ms := delay.Milliseconds(); ms > 0 {
+		if ms := delay.Milliseconds(); ms > 0 && brokerDelay {
 			h = append(h, kgo.RecordHeader{Key: HeaderDelayMs, Value: itoa(ms)})
 		}
 	} else if !info.DueAt.IsZero() {
@@ -252,6 +274,17 @@ func holdRecord(r *kgo.Record, topic string, o Origin, due time.Time) *kgo.Recor
 		kgo.RecordHeader{Key: HeaderDueAt, Value: itoa(due.UnixMilli())},
 	)
 	return &kgo.Record{Topic: topic, Partition: o.Partition, Key: r.Key, Headers: h}
+}
+
+// doneRecord is the marker that says the retry-topic record r, with origin
+// o, is finished (KindDone).
+func doneRecord(r *kgo.Record, o Origin) *kgo.Record {
+	h := originHeaders(nil, o)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderKind, Value: []byte(KindDone)},
+		kgo.RecordHeader{Key: HeaderDoneOffset, Value: itoa(r.Offset)},
+	)
+	return &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Headers: h}
 }
 
 // deadRecord builds the dead-letter record for r.

@@ -15,7 +15,7 @@ func TestRetryRecordRoundTrip(t *testing.T) {
 	orig := &kgo.Record{Topic: "orders", Partition: 3, Offset: 42, Timestamp: now.Add(-time.Minute), Key: []byte("k"), Value: []byte("v"),
 		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: HeaderDelayMs, Value: []byte("5")}}}
 	info := RetryInfo{Attempts: 3, Origin: Origin{Topic: "orders", Partition: 3, Offset: 42, Timestamp: orig.Timestamp}}
-	r := retryRecord(orig, "orders.retry", KindRetry, info, 2*time.Second, now)
+	r := retryRecord(orig, "orders.retry", KindRetry, info, 2*time.Second, now, true)
 	r.Topic, r.Offset = "orders.retry", 7
 	got, err := DecodeRetryInfo(r)
 	if err != nil {
@@ -49,6 +49,33 @@ func TestRetryRecordRoundTrip(t *testing.T) {
 	}
 }
 
+func TestDoneMarkerRoundTrip(t *testing.T) {
+	r := &kgo.Record{Topic: "orders.retry", Partition: 2, Offset: 99, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}}}
+	o := Origin{Topic: "orders", Partition: 2, Offset: 7}
+	d := doneRecord(r, o)
+	if d.Topic != r.Topic || d.Partition != 2 || string(d.Key) != "k" || d.Value != nil {
+		t.Fatalf("done marker %+v", d)
+	}
+	got, err := DecodeRetryInfo(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != KindDone || got.DoneOffset != 99 || got.Origin.ID() != o.ID() {
+		t.Fatalf("decoded %+v", got)
+	}
+	if _, ok := HeaderValue(d, "trace"); ok {
+		t.Fatal("a done marker copies the record's headers")
+	}
+	noDelay := retryRecord(r, "orders.retry", KindRetry, RetryInfo{Origin: o}, time.Second, time.Now(), false)
+	if _, ok := HeaderValue(noDelay, HeaderDelayMs); ok {
+		t.Fatal("a retry record for a transaction asks the broker for a delay")
+	}
+	if _, ok := HeaderValue(noDelay, HeaderDueAt); !ok {
+		t.Fatal("a retry record without the broker delay lacks its due time")
+	}
+}
+
 func TestDecodeRetryInfoRefuses(t *testing.T) {
 	base := func(kv ...string) *kgo.Record {
 		r := &kgo.Record{Topic: "t.retry"}
@@ -70,6 +97,8 @@ func TestDecodeRetryInfoRefuses(t *testing.T) {
 		{"partition range", base(HeaderOriginalTopic, "t", HeaderOriginalPartition, "2147483648", HeaderOriginalOffset, "1")},
 		{"origin half", base(HeaderOriginalTopic, "t")},
 		{"kind without origin", base(HeaderKind, KindRetry)},
+		{"done without offset", base(append(origin, HeaderKind, KindDone)...)},
+		{"done offset sign", base(append(origin, HeaderKind, KindDone, HeaderDoneOffset, "-3")...)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,14 +112,16 @@ func TestDecodeRetryInfoRefuses(t *testing.T) {
 // FuzzDecodeRetryInfo: no header values make the decoder panic, and what it
 // accepts encodes back to the same values.
 func FuzzDecodeRetryInfo(f *testing.F) {
-	f.Add("retry", "3", "1800000000000", "orders", "0", "42", "1700000000000")
-	f.Add("hold", "0", "0", "t", "2147483647", "9223372036854775807", "")
-	f.Add("park", "", "", "", "", "", "")
-	f.Add("x", "-1", "1e3", "t", "00", "+1", " 1")
-	f.Fuzz(func(t *testing.T, kind, attempts, due, topic, part, off, ts string) {
+	f.Add("retry", "3", "1800000000000", "orders", "0", "42", "1700000000000", "")
+	f.Add("hold", "0", "0", "t", "2147483647", "9223372036854775807", "", "")
+	f.Add("park", "", "", "", "", "", "", "")
+	f.Add("x", "-1", "1e3", "t", "00", "+1", " 1", "")
+	f.Add("done", "", "", "t", "1", "2", "", "17")
+	f.Fuzz(func(t *testing.T, kind, attempts, due, topic, part, off, ts, doneOff string) {
 		r := &kgo.Record{Topic: "in", Partition: 1, Offset: 2}
 		for _, kv := range [][2]string{{HeaderKind, kind}, {HeaderAttempts, attempts}, {HeaderDueAt, due},
-			{HeaderOriginalTopic, topic}, {HeaderOriginalPartition, part}, {HeaderOriginalOffset, off}, {HeaderOriginalTimestamp, ts}} {
+			{HeaderOriginalTopic, topic}, {HeaderOriginalPartition, part}, {HeaderOriginalOffset, off}, {HeaderOriginalTimestamp, ts},
+			{HeaderDoneOffset, doneOff}} {
 			if kv[1] != "" {
 				r.Headers = append(r.Headers, kgo.RecordHeader{Key: kv[0], Value: []byte(kv[1])})
 			}
@@ -102,13 +133,21 @@ func FuzzDecodeRetryInfo(f *testing.F) {
 			}
 			return
 		}
-		if info.Attempts < 0 || info.Origin.Partition < 0 || info.Origin.Offset < 0 {
+		if info.Attempts < 0 || info.Origin.Partition < 0 || info.Origin.Offset < 0 || info.DoneOffset < 0 {
 			t.Fatalf("negative values accepted: %+v", info)
 		}
 		if info.Kind == "" || !info.HasOrigin {
 			return
 		}
-		again := retryRecord(r, "out", KindPark, info, 0, time.Now())
+		if info.Kind == KindDone {
+			r.Offset = info.DoneOffset
+			back, err := DecodeRetryInfo(doneRecord(r, info.Origin))
+			if err != nil || back.DoneOffset != info.DoneOffset || back.Origin.ID() != info.Origin.ID() {
+				t.Fatalf("done marker round trip: %+v, %v (from %+v)", back, err, info)
+			}
+			return
+		}
+		again := retryRecord(r, "out", KindPark, info, 0, time.Now(), true)
 		back, err := DecodeRetryInfo(again)
 		if err != nil {
 			t.Fatalf("re-encoded headers refused: %v", err)

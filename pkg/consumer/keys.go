@@ -24,9 +24,13 @@ type keyID struct {
 // ensureScanned before any goroutine runs for the lane.
 type keyState struct {
 	id      keyID
-	queue   []*item
+	queue   []item // by value: no allocation per record; see runKey
 	running bool
 	dead    atomic.Bool
+	swept   bool               // found idle by the last sweep (guarded by Consumer.mu)
+	actx    *attemptCtx        // the lane goroutine's; kept between its runs
+	m       *topicMetrics      // nil without Metrics
+	counted atomic.Bool        // counted in the keys_held gauge
 	cancel  context.CancelFunc // stops the lane's handler when its partition goes
 
 	// heads are the records of the key waiting in the retry topic, oldest
@@ -39,6 +43,9 @@ type keyState struct {
 	// yet read back. While it is not zero, new records of the key are
 	// parked behind them.
 	pending int
+	// waiting counts the key's records set aside until their due time
+	// (ExactlyOnce: a transaction does not wait for a delay).
+	waiting int
 }
 
 type head struct {
@@ -46,23 +53,43 @@ type head struct {
 	marker *item  // the KindHold record, left unfinished until the head is done
 }
 
-func (ks *keyState) idle() bool { return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 }
+func (ks *keyState) idle() bool {
+	return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 && ks.waiting == 0
+}
 
+// item is one record handed to a lane, kept by value in the lane's queue
+// (48 bytes, no allocation of its own). A pointer to a queued item is good
+// only while its lane's goroutine works on that batch: an item kept longer
+// (held, a hold marker, set aside until due) is cloned to the heap.
 type item struct {
-	rec     *kgo.Record
-	tr      *tracker
-	seq     int64      // the record's sequence number in tr
-	info    *RetryInfo // nil for a main-topic record not yet failed: see retryInfo
-	bad     error      // malformed convention headers
-	retry   bool       // read from a retry topic
-	counted bool       // counts in Consumer.buffered until released
+	rec      *kgo.Record
+	tr       *tracker
+	seq      int64     // the record's sequence number in tr
+	info     *itemInfo // nil for a main-topic record not yet failed: see retryInfo
+	retry    bool      // read from a retry topic
+	counted  bool      // counts in Consumer.buffered until released
+	deferred bool      // set aside until due, now back: handle it at once
+	readBack bool      // counted off its key's pending
+}
+
+// itemInfo is what a retry-topic record's headers say (or a failed
+// record's state), and the error when they are malformed.
+type itemInfo struct {
+	RetryInfo
+	bad error
+}
+
+// clone is a heap copy of it, for keeping past its batch.
+func (it *item) clone() *item {
+	c := *it
+	return &c
 }
 
 // retryInfo is what the item's headers say, or, for a main-topic record,
 // the record as its own origin with no attempts.
 func (it *item) retryInfo() RetryInfo {
 	if it.info != nil {
-		return *it.info
+		return it.info.RetryInfo
 	}
 	r := it.rec
 	return RetryInfo{Origin: Origin{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}}
@@ -75,14 +102,19 @@ type attemptKey struct{}
 // after returning (as with any per-call context).
 type attemptCtx struct {
 	context.Context
-	n    int
-	done []*item // handled, to be marked finished in one go (flushDone)
-	seqs []int64 // flushDone's buffer
+	n     int
+	done  []*item       // handled, to be marked finished in one go (flushDone)
+	seqs  []int64       // flushDone's buffer
+	emits []*kgo.Record // Emit's records of the current run
+	m     *topicMetrics // the lane's, nil without Metrics
 }
 
 func (a *attemptCtx) Value(k any) any {
-	if _, ok := k.(attemptKey); ok {
+	switch k.(type) {
+	case attemptKey:
 		return a.n
+	case emitKey:
+		return a
 	}
 	return a.Context.Value(k)
 }
@@ -145,45 +177,72 @@ func (c *Consumer) flushDone(ctx *attemptCtx) {
 	}
 }
 
+// finish marks it finished.
 func (c *Consumer) finish(it *item) {
 	it.tr.finishSeqs([]int64{it.seq})
 	c.release(it)
 }
 
-// runKey handles a lane's records one at a time until its queue is empty.
-func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
-	defer c.wg.Done()
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	c.mu.Lock()
-	ks.cancel = cancel
-	c.mu.Unlock()
-	if ks.dead.Load() {
-		cancel()
+// settle marks it finished after an outcome (handled, moved on, dead). With
+// ExactlyOnce, a retry-topic record finished above an unfinished one first
+// gets a done marker in the transaction: the group's offset cannot move
+// past it yet, and a restart must not run it again. False when the marker
+// could not be written (the transaction then aborts).
+func (c *Consumer) settle(ctx context.Context, it *item) bool {
+	if c.sess != nil && it.retry && it.tr.unfinishedBelow(it.seq) {
+		if !c.send(ctx, doneRecord(it.rec, it.retryInfo().Origin)) {
+			return false
+		}
 	}
-	actx := &attemptCtx{Context: lctx}
+	c.finish(it)
+	return true
+}
+
+// runKey handles a lane's records one at a time until its queue is empty.
+// lctx is the run's context, cancelled by cancel (which drop also calls).
+func (c *Consumer) runKey(lctx context.Context, cancel context.CancelFunc, ks *keyState) {
+	defer c.wg.Done()
+	defer cancel()
+	if ks.actx == nil {
+		ks.actx = &attemptCtx{m: ks.m}
+	}
+	actx := ks.actx // one per lane: its buffers are kept between runs
+	actx.Context = lctx
+	defer func() { actx.Context = nil }()
 	stopped := lctx.Done()
-	var work []*item
-	for {
-		if len(work) == 0 {
+	var work []item
+	for i := 0; ; {
+		if i == len(work) {
+			// The batch is done: its slice goes back as the lane's
+			// queue (two slices take turns), sparing the appends of the
+			// next batch their growing. Flushed first: actx.done points
+			// into it.
 			c.flushDone(actx)
+			clear(work)
+			spare := work[:0]
+			if cap(spare) > maxSpareQueue {
+				spare = nil
+			}
 			c.mu.Lock()
 			if ks.dead.Load() || len(ks.queue) == 0 {
 				ks.running = false
-				if !ks.dead.Load() && ks.idle() {
-					c.forgetLocked(ks)
+				if c.metrics != nil {
+					c.metrics.keysBusy.Dec()
+				}
+				if !ks.dead.Load() && cap(ks.queue) == 0 {
+					ks.queue = spare
 				}
 				c.mu.Unlock()
 				return
 			}
-			work, ks.queue = ks.queue, nil
+			work, ks.queue, i = ks.queue, spare, 0
 			c.mu.Unlock()
 		}
 		if len(actx.done) >= 256 {
 			c.flushDone(actx)
 		}
-		it := work[0]
-		work = work[1:]
+		it := &work[i]
+		i++
 		select {
 		case <-stopped:
 			c.flushDone(actx) // handled: finished, even when stopping
@@ -196,11 +255,27 @@ func (c *Consumer) runKey(ctx context.Context, ks *keyState) {
 			c.release(it)
 			continue
 		}
-		if again := c.process(actx, ks, it); len(again) > 0 {
-			work = append(again, work...)
+		var again []*item
+		if it.deferred {
+			it.deferred = false
+			again = c.handle(actx, ks, it)
+		} else {
+			again = c.process(actx, ks, it)
+		}
+		if len(again) > 0 {
+			// A new slice: actx.done may point into the old one.
+			next := make([]item, 0, len(again)+len(work)-i)
+			for _, h := range again {
+				next = append(next, *h)
+			}
+			work, i = append(next, work[i:]...), 0
 		}
 	}
 }
+
+// maxSpareQueue bounds the queue memory (48 bytes an entry) an idle lane
+// keeps.
+const maxSpareQueue = 512
 
 // process applies the parking rules to one record and handles it when it is
 // its turn. It returns held records that may now run, to go first.
@@ -210,35 +285,59 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			// An older record of the key is in the retry topic: this one
 			// queues behind it there, so the main partition moves on.
 			info := it.retryInfo()
-			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now())) {
+			if c.send(ctx, retryRecord(it.rec, c.retryOf[ks.id.topic], KindPark, info, 0, c.cfg.clock.Now(), c.sess == nil)) {
 				ks.pending++
 				c.finish(it)
+				if ks.m != nil {
+					ks.m.parked.Inc()
+				}
 			}
 			return nil
 		}
-		return c.handle(ctx, ks, it)
+		// A main-topic record's first run, the common case, kept short
+		// and out of handle (whose large frame is set up on every call).
+		ctx.n = 1
+		err := c.call(ctx, it.rec)
+		if err == nil && len(ks.heads) == 0 {
+			ctx.done = append(ctx.done, it)
+			return nil
+		}
+		return c.handleAfter(ctx, ks, it, 1, err)
 	}
-	if ks.pending > 0 {
-		ks.pending--
+	if it.info.bad == nil && it.info.Kind == KindDone {
+		c.finish(it) // a note for restarts; nothing to do
+		return nil
 	}
-	if it.bad != nil {
+	if !it.readBack {
+		// Once per record: a held record comes through here again when
+		// its key is released.
+		it.readBack = true
+		if ks.pending > 0 {
+			ks.pending--
+		}
+	}
+	if c.takeDone(it) {
+		c.finish(it) // finished before a restart: its outcome is committed
+		return nil
+	}
+	if it.info.bad != nil {
 		// Not a record this convention wrote: nothing to retry by, so it
 		// is a dead letter at once.
-		return c.dead(ctx, ks, it, it.bad)
+		return c.dead(ctx, ks, it, it.info.bad)
 	}
 	id := it.info.Origin.ID()
 	if it.info.Kind == KindHold {
 		for i := range ks.heads {
 			if ks.heads[i].id == id && ks.heads[i].marker == nil {
-				ks.heads[i].marker = it
+				ks.heads[i].marker = it.clone()
 				return nil
 			}
 		}
-		c.finish(it) // its head is already done
+		c.settle(ctx, it) // its head is already done
 		return nil
 	}
 	if c.cfg.park && len(ks.heads) > 0 && ks.heads[0].id != id {
-		ks.held = append(ks.held, it)
+		ks.held = append(ks.held, it.clone())
 		return nil
 	}
 	return c.handle(ctx, ks, it)
@@ -247,22 +346,23 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 // handle runs the handler up to Attempts times with backoff, then sends the
 // record to the retry or the dead-letter topic.
 func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
-	var err error
-	ran := 0
-	if it.info == nil {
-		// A main-topic record's first run, the common case, kept short:
-		// no due time, no earlier attempts.
-		ctx.n = 1
-		if err = c.call(ctx, it.rec); err == nil && len(ks.heads) == 0 {
-			ctx.done = append(ctx.done, it)
-			return nil
-		}
-		ran = 1
-	}
+	return c.handleAfter(ctx, ks, it, 0, nil)
+}
+
+// handleAfter is handle for a record that already ran ran times in a row
+// here (0 or 1), the last with err.
+func (c *Consumer) handleAfter(ctx *attemptCtx, ks *keyState, it *item, ran int, err error) []*item {
 	info := it.retryInfo()
 	info.Attempts += ran
 	if ran == 0 && !info.DueAt.IsZero() {
 		c.flushDone(ctx)
+		if c.sess != nil && info.DueAt.After(c.cfg.clock.Now()) {
+			// A transaction cannot wait for a delay: set the record
+			// aside, unfinished, and handle it in the first transaction
+			// after it is due. Its key's later records wait behind it.
+			c.deferUntil(ks, it.clone(), info.DueAt)
+			return nil
+		}
 		if !c.waitUntil(ctx, info.DueAt) {
 			return nil
 		}
@@ -285,18 +385,19 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		return nil // stopping: not finished, so read again after restart
 	}
 	if err == nil {
-		if len(ks.heads) == 0 {
+		if len(ks.heads) == 0 && (c.sess == nil || !it.retry) {
 			ctx.done = append(ctx.done, it)
 			return nil
 		}
-		c.finish(it)
-		return c.resolve(ks, info.Origin.ID())
+		if !c.settle(ctx, it) {
+			return nil
+		}
+		return c.resolve(ctx, ks, info.Origin.ID())
 	}
 	deliveries := (info.Attempts + c.cfg.attempts - 1) / c.cfg.attempts
 	rt := c.retryOf[ks.id.topic]
 	if rt == "" || deliveries > len(c.cfg.retryDelays) {
-		failed := info // its own variable: taking info's address would move it to the heap on every call
-		it.info = &failed
+		it.info = &itemInfo{RetryInfo: info} // a new value: taking info's address would move it to the heap on every call
 		return c.dead(ctx, ks, it, err)
 	}
 	now := c.cfg.clock.Now()
@@ -310,13 +411,19 @@ func (c *Consumer) handle(ctx *attemptCtx, ks *keyState, it *item) []*item {
 			return nil
 		}
 		ks.heads = append([]head{{id: id}}, ks.heads...)
+		c.noteHeld(ks)
 		ks.pending++
 	}
-	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now)) {
+	if !c.send(ctx, retryRecord(it.rec, rt, KindRetry, info, delay, now, c.sess == nil)) {
 		return nil
 	}
 	ks.pending++
-	c.finish(it)
+	if ks.m != nil {
+		ks.m.retried.Inc()
+	}
+	if !c.settle(ctx, it) {
+		return nil
+	}
 	c.cfg.logger.Debug("record to retry topic", "id", id, "attempts", info.Attempts, "delay", delay, "err", err)
 	return nil
 }
@@ -329,31 +436,58 @@ func (c *Consumer) dead(ctx *attemptCtx, ks *keyState, it *item, cause error) []
 	if n := c.dlqN[dt]; n > 0 {
 		r.Partition = info.Origin.Partition % n
 	}
-	if !c.send(ctx, r) {
+	if !c.send(ctx, r) || !c.settle(ctx, it) {
 		return nil
 	}
-	c.finish(it)
+	if ks.m != nil {
+		ks.m.dead.Inc()
+	}
 	c.cfg.logger.Info("record to dead-letter topic", "id", info.Origin.ID(), "attempts", info.Attempts, "err", cause)
-	return c.resolve(ks, info.Origin.ID())
+	return c.resolve(ctx, ks, info.Origin.ID())
 }
 
 // resolve ends the head id, if it is the key's first, and hands back the
 // records held behind it.
-func (c *Consumer) resolve(ks *keyState, id string) []*item {
+func (c *Consumer) resolve(ctx context.Context, ks *keyState, id string) []*item {
 	if len(ks.heads) == 0 || ks.heads[0].id != id {
 		return nil
 	}
-	if m := ks.heads[0].marker; m != nil {
-		c.finish(m)
+	if m := ks.heads[0].marker; m != nil && !c.settle(ctx, m) {
+		return nil
 	}
 	ks.heads = ks.heads[1:]
+	c.noteHeld(ks)
 	held := ks.held
 	ks.held = nil
 	return held
 }
 
-// call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
+// call runs the handler and, when it succeeds, produces what it emitted.
+func (c *Consumer) call(ctx *attemptCtx, r *kgo.Record) error {
+	ctx.emits = ctx.emits[:0]
+	var err error
+	if m := ctx.m; m != nil {
+		start := time.Now()
+		err = c.run(ctx, r)
+		m.latency.Observe(time.Since(start).Seconds())
+	} else {
+		err = c.run(ctx, r)
+	}
+	if err == nil && len(ctx.emits) > 0 {
+		err = c.emit(ctx)
+	}
+	if m := ctx.m; m != nil && ctx.Err() == nil {
+		if err == nil {
+			m.handled.Inc()
+		} else {
+			m.failed.Inc()
+		}
+	}
+	return err
+}
+
+// run runs the handler, turning a panic into an error.
+func (c *Consumer) run(ctx context.Context, r *kgo.Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v", p)
@@ -364,12 +498,24 @@ func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
 
 // send produces r until it is acknowledged or ctx ends (false).
 func (c *Consumer) send(ctx context.Context, r *kgo.Record) bool {
+	if a, ok := ctx.(*attemptCtx); ok {
+		// The client may keep the context after the call returns; a
+		// lane's attemptCtx is reused, its run's context is not.
+		ctx = a.Context
+	}
 	for i := 1; ; i++ {
 		err := c.produce(ctx, r)
 		if err == nil {
 			return true
 		}
 		if ctx.Err() != nil {
+			return false
+		}
+		if c.sess != nil {
+			// A failed produce fails the transaction: abort it and
+			// start again from the last commit.
+			c.cfg.logger.Warn("produce failed; aborting the transaction", "topic", r.Topic, "err", err)
+			c.failTxn()
 			return false
 		}
 		c.cfg.logger.Warn("produce failed; trying again", "topic", r.Topic, "err", err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,6 +38,7 @@ type config struct {
 	commitInterval time.Duration
 	maxBuffered    int
 	transactional  string
+	registerer     prometheus.Registerer
 	random         func() float64
 }
 
@@ -72,10 +74,11 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: CommitInterval: %v", ErrConfig, c.commitInterval)
 	case c.maxBuffered < 1:
 		return fmt.Errorf("%w: MaxBuffered: %d", ErrConfig, c.maxBuffered)
-	case c.transactional != "" && len(c.retryDelays) > 0:
-		// A held key keeps a retry partition's offset open for the whole
-		// delay, which a poll-by-poll transaction cannot wait for.
-		return fmt.Errorf("%w: ExactlyOnce works with blocking retries and dead letters only; drop RetryDelays", ErrConfig)
+	case c.transactional != "" && len(c.retryDelays) > 0 && !c.park:
+		// A record set aside until due would hold back the main
+		// partition's commit, and records finished above it there would
+		// run again after a crash.
+		return fmt.Errorf("%w: ExactlyOnce with RetryDelays needs Parking(true)", ErrConfig)
 	}
 	for i, d := range c.retryDelays {
 		if d < 0 {
@@ -168,13 +171,26 @@ func CommitInterval(d time.Duration) Opt { return optFunc(func(c *config) { c.co
 // at it, polling waits until half are finished. Default 10000.
 func MaxBuffered(n int) Opt { return optFunc(func(c *config) { c.maxBuffered = n }) }
 
-// ExactlyOnce makes dead-letter produces and the offset commit one
-// transaction with the given transactional id (kgo's GroupTransactSession).
-// Records are then finished poll by poll. It cannot be combined with
-// RetryDelays.
+// ExactlyOnce makes the records the consumer writes (dead letters, retry,
+// park and hold records, records from Emit) and the offset commit one
+// transaction with the given transactional id (kgo's GroupTransactSession),
+// one transaction per poll. Retry records then carry no broker delay (a
+// sluice broker refuses delay headers in a transaction): a record read
+// before its due time is set aside in memory and handled in the first
+// transaction after it. Readers of the retry, dead-letter and Emit topics
+// should read committed. Blocking retries run inside a transaction, so
+// Attempts times the backoff must stay well under the transaction timeout
+// (kgo.TransactionTimeout, default 40s). With RetryDelays it needs
+// Parking(true). See docs/retries.md.
 func ExactlyOnce(transactionalID string) Opt {
 	return optFunc(func(c *config) { c.transactional = transactionalID })
 }
+
+// Metrics registers the consumer's Prometheus metrics with reg (default:
+// none). They are unregistered when Run returns or Close is called; two
+// Consumers on one registry need prometheus.WrapRegistererWith to tell
+// them apart. docs/retries.md lists them.
+func Metrics(reg prometheus.Registerer) Opt { return optFunc(func(c *config) { c.registerer = reg }) }
 
 // Clock is the time source; tests may pass their own.
 type Clock interface {

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 // offset to its end: every record there will be read again, so each counts
 // as pending for its key, and each hold marker there names a head that is
 // not known to be done (a marker stays uncommitted until its head is done).
+// With ExactlyOnce the partition is read committed, and done markers there
+// name records finished since the commit: they are skipped when read again,
+// and a finished hold marker names no held key.
 func (c *Consumer) ensureScanned(ctx context.Context, main string, p int32) {
 	rt := c.retryOf[main]
 	if rt == "" || !c.cfg.park {
@@ -47,11 +51,25 @@ func (c *Consumer) install(main string, p int32, recs []*kgo.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.scanned[tp{main, p}] = true
+	done := map[int64]bool{}
+	for _, r := range recs {
+		if info, err := DecodeRetryInfo(r); err == nil && info.Kind == KindDone {
+			done[info.DoneOffset] = true
+		}
+	}
+	if len(done) > 0 {
+		c.doneOffs[tp{c.retryOf[main], p}] = done
+	} else {
+		delete(c.doneOffs, tp{c.retryOf[main], p})
+	}
 	for _, r := range recs {
 		info, err := DecodeRetryInfo(r)
+		if err == nil && info.Kind == KindDone {
+			continue // read back without counting, as process does
+		}
 		ks := c.laneLocked(main, p, r.Key)
 		ks.pending++
-		if err != nil || info.Kind != KindHold {
+		if err != nil || info.Kind != KindHold || done[r.Offset] {
 			continue
 		}
 		hid := info.Origin.ID()
@@ -61,25 +79,46 @@ func (c *Consumer) install(main string, p int32, recs []*kgo.Record) {
 		}
 		if !known {
 			ks.heads = append(ks.heads, head{id: hid})
+			c.noteHeld(ks)
 		}
 	}
 }
 
 // readRetryPartition returns the records of topic/p from the group's
-// committed offset (or the start) to the end offset listed now.
+// committed offset (or the start) to the end offset listed now (the last
+// stable offset, read committed, with ExactlyOnce).
 func (c *Consumer) readRetryPartition(ctx context.Context, topic string, p int32) ([]*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(c.cl)
 	from := int64(-1)
-	fetched, err := adm.FetchOffsetsForTopics(ctx, c.cfg.group, topic)
+	fctx := ctx
+	if c.sess != nil {
+		fctx = kadm.RequireStable(ctx) // wait out a killed member's open transaction
+	}
+	fetched, err := adm.FetchOffsetsForTopics(fctx, c.cfg.group, topic)
 	if err != nil {
 		return nil, fmt.Errorf("fetching committed offsets: %w", err)
 	}
-	if o, ok := fetched.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
-		from = o.At
+	if o, ok := fetched.Lookup(topic, p); ok {
+		if o.Err != nil {
+			// Reading from the start instead would hold keys whose
+			// records are long done.
+			return nil, fmt.Errorf("committed offset of %s/%d: %w", topic, p, o.Err)
+		}
+		if o.At >= 0 {
+			from = o.At
+		}
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	listEnds := adm.ListEndOffsets
+	extra := []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}})}
+	if c.sess != nil {
+		listEnds = adm.ListCommittedOffsets
+		// Control records come through so that the end is seen even when
+		// the last records before it were aborted.
+		extra = append(extra, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	ends, err := listEnds(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("listing end offsets: %w", err)
 	}
@@ -98,26 +137,45 @@ func (c *Consumer) readRetryPartition(ctx context.Context, topic string, p int32
 	if from >= end.Offset {
 		return nil, nil
 	}
-	rd, err := kgo.NewClient(c.sideOpts(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
-	)...)
+	if from < 0 {
+		return nil, fmt.Errorf("no start offset for %s/%d", topic, p)
+	}
+	extra[0] = kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}})
+	rd, err := kgo.NewClient(c.sideOpts(extra...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
 	var out []*kgo.Record
-	for {
-		fs := rd.PollFetches(ctx)
+	for empty := 0; ; {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := rd.PollFetches(pctx)
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if fs.NumRecords() == 0 && c.sess != nil {
+			// Read committed, records aborted by a transaction that
+			// ended after another began are filtered out and their
+			// marker is past the end: after ten quiet seconds nothing
+			// more is coming below the end.
+			if empty++; empty == 5 {
+				return out, nil
+			}
+			continue
+		}
+		empty = 0
 		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				ferr = err
+			}
+		})
 		if ferr != nil {
 			return nil, ferr
 		}
 		for _, r := range fs.Records() {
-			if r.Offset < end.Offset {
+			if r.Offset < end.Offset && !r.Attrs.IsControl() {
 				out = append(out, r)
 			}
 			if r.Offset >= end.Offset-1 {

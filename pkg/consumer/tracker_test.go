@@ -46,7 +46,7 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("mark %d inFlight %d, want 1000 and 0", m, tr.inFlight())
 	}
 	// Sequence numbers survive compaction.
-	first, seq := tr.addAll([]int64{999, 1000, 1001, 1002})
+	first, seq := tr.addAll([]int64{999, 1000, 1001, 1002}, 1003)
 	if first != 1 {
 		t.Fatalf("addAll took from index %d, want 1", first)
 	}

@@ -21,7 +21,8 @@ import (
 // partitions, with a plain kgo group consumer and with pkg/consumer running
 // a no-op handler, in the same run against the same in-process broker, and
 // reports both rates and their ratio (library / kgo). SLUICE_BENCH_RECORDS
-// sets the count (default 1,000,000).
+// sets the count (default 1,000,000). SLUICE_BENCH_ONLY=kgo or =lib runs
+// one side only, for a CPU profile of it (the ratios are then 1).
 //
 //	go test ./test/retry -run '^$' -bench NoopHandler64Keys -benchtime 3x
 func BenchmarkNoopHandler64Keys(b *testing.B) {
@@ -64,7 +65,15 @@ func BenchmarkNoopHandler64Keys(b *testing.B) {
 			dl = library(b, br.Addr(), topic, n)
 			cl = cpuTime() - c0
 		}
-		if i%2 == 0 {
+		if only := os.Getenv("SLUICE_BENCH_ONLY"); only != "" {
+			if only == "kgo" {
+				runKgo()
+				dl, cl = dk, ck
+			} else {
+				runLib()
+				dk, ck = dl, cl
+			}
+		} else if i%2 == 0 {
 			runKgo()
 			runLib()
 		} else {

@@ -57,9 +57,9 @@ type consumerProc struct {
 	exited chan struct{}
 }
 
-func startConsumerProc(t *testing.T, bin, addr, topic, group, out string, stderr *os.File) *consumerProc {
+func startConsumerProc(t *testing.T, bin, addr, topic, group, out string, stderr *os.File, extra ...string) *consumerProc {
 	t.Helper()
-	cmd := exec.Command(bin, "-brokers", addr, "-topic", topic, "-group", group, "-out", out)
+	cmd := exec.Command(bin, append([]string{"-brokers", addr, "-topic", topic, "-group", group, "-out", out}, extra...)...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -110,6 +110,43 @@ func distinct(handled map[string][]int) int {
 		}
 	}
 	return n
+}
+
+// killMidRetry runs the helper process up to three times, each time
+// SIGKILLing it once progress (records handled) grew by 60 and new records
+// were written to the retry topic (a kill mid-retry), unless it finished
+// first (progress reached want). It returns how many kills there were.
+func killMidRetry(t *testing.T, bin, addr, topic, group, out string, stderr *os.File, want int, progress func() int, extra ...string) int {
+	t.Helper()
+	kills := 0
+	for i := 0; i < 3; i++ {
+		p := startConsumerProc(t, bin, addr, topic, group, out, stderr, extra...)
+		// Kill once more records were handled and records are waiting in
+		// the retry topic: a kill mid-retry.
+		before := progress()
+		retryEnd := func() int64 { return endOffsets(t, addr, topic+consumer.RetrySuffix) }
+		r0 := retryEnd()
+		testbroker.Eventually(t, time.Minute, "progress before the kill", func() error {
+			n := progress()
+			if n < before+60 || n >= want {
+				if n >= want {
+					return nil
+				}
+				return fmt.Errorf("%d handled (%d before this run)", n, before)
+			}
+			if retryEnd() <= r0 {
+				return fmt.Errorf("no new retry record yet")
+			}
+			return nil
+		})
+		if progress() >= want {
+			break
+		}
+		fmt.Fprintf(stderr, "=== test: SIGKILL pid %d\n", p.cmd.Process.Pid)
+		p.kill()
+		kills++
+	}
+	return kills
 }
 
 // readHandled parses the helper's output file.
@@ -167,34 +204,8 @@ func TestConsumerSIGKILLMidRetry(t *testing.T) {
 	})
 
 	want := keys*perKey - 1
-	kills := 0
-	for i := 0; i < 3; i++ {
-		p := startConsumerProc(t, bin, b.Addr(), topic, group, out, stderr)
-		// Kill once more records were handled and records are waiting in
-		// the retry topic: a kill mid-retry.
-		_, before := readHandled(t, out)
-		retryEnd := func() int64 { return endOffsets(t, b.Addr(), topic+consumer.RetrySuffix) }
-		r0 := retryEnd()
-		testbroker.Eventually(t, time.Minute, "progress before the kill", func() error {
-			_, n := readHandled(t, out)
-			if n < before+60 || n >= want {
-				if n >= want {
-					return nil
-				}
-				return fmt.Errorf("%d handled (%d before this run)", n, before)
-			}
-			if retryEnd() <= r0 {
-				return fmt.Errorf("no new retry record yet")
-			}
-			return nil
-		})
-		if _, n := readHandled(t, out); n >= want {
-			break
-		}
-		fmt.Fprintf(stderr, "=== test: SIGKILL pid %d\n", p.cmd.Process.Pid)
-		p.kill()
-		kills++
-	}
+	handledLines := func() int { _, n := readHandled(t, out); return n }
+	kills := killMidRetry(t, bin, b.Addr(), topic, group, out, stderr, want, handledLines)
 	t.Logf("%d SIGKILLs", kills)
 	p := startConsumerProc(t, bin, b.Addr(), topic, group, out, stderr)
 	testbroker.Eventually(t, 2*time.Minute, "every record handled after the kills", func() error {
