@@ -12,14 +12,22 @@ import (
 	"github.com/sluice-mq/sluice/internal/quota"
 )
 
-// Fetch v4-v16. v4 is the KIP-896 floor; v7+ would open fetch sessions
+// Fetch v0-v16. v0-v3 are Kafka 3.9's old fetchers (KIP-896 dropped them in
+// Kafka 4): they read message sets of magic 0 (v0-v1) or 1 (v2-v3), so
+// their records are down-converted (log.Partition.DownConvert; zstd
+// batches answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's KIP-110 has it).
+// v0-v2 have no response size limit and a hard partition limit: an answer
+// longer than the partition's max bytes is cut there, leaving a partial
+// message the client skips, or, alone, grows its fetch size for, as
+// Kafka's were; v3 adds the response limit and KIP-74's "first batch
+// whole". v4 adds isolation levels; v7+ would open fetch sessions
 // (KIP-227): we answer session id 0, which every client treats as
 // "sessionless, send full requests"; v12+ flexible; v13+ names topics by id.
 //
 // As in Kafka, a full fetch (epoch 0 or -1) is served whatever session id
 // it names: it closes that session, and we hold none. Only an incremental
 // fetch (epoch > 0) needs a session, and none of ours exists.
-func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
+func init() { register(kmsg.Fetch, 0, 16, handleFetch) }
 
 type fetchPart struct {
 	topic, part int
@@ -192,6 +200,13 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 			}
 		}
+		if v := rc.version(); v <= 3 && len(res.Records) > 0 {
+			if res.Records, err = legacyRecords(rc, fp, res.Records, v, int(limit)); err != nil {
+				sp.ErrorCode = errorCode(err)
+				errs = true
+				continue
+			}
+		}
 		if len(res.Records) > 0 {
 			sp.RecordBatches = res.Records
 			total += len(res.Records)
@@ -200,6 +215,25 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		}
 	}
 	return total, errs
+}
+
+// legacyRecords down-converts a Fetch v0-v3 read to the message format of
+// version v: magic 0 for v0-v1, 1 for v2-v3, at most about limit bytes
+// (the first batch whole). v0-v2's partition limit is hard: past it the
+// set is cut.
+func legacyRecords(rc *reqCtx, fp fetchPart, records []byte, v int16, limit int) ([]byte, error) {
+	magic := int8(1)
+	if v <= 1 {
+		magic = 0
+	}
+	out, err := fp.p.DownConvert(rc.ctx, nil, records, magic, limit)
+	if err != nil {
+		return nil, err
+	}
+	if v <= 2 && len(out) > int(max(fp.maxBytes, 0)) {
+		out = out[:max(fp.maxBytes, 0)]
+	}
+	return out, nil
 }
 
 // checkLeaderEpoch compares a client's current leader epoch with ours, as

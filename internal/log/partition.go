@@ -652,6 +652,25 @@ func (p *Partition) DecodeRecords(ctx context.Context, b []byte) (*batch.Decoded
 	return x, nil
 }
 
+// DownConvert appends to dst the records of the batches in records (a Read
+// of p) as a legacy message set of magic 0 or 1, for Fetch v0-v3
+// (batch.DownConvert): at most about limit bytes, the first batch whole.
+// A zstd first batch is ErrLegacyCodec; one that does not decode,
+// ErrCorruptMessage.
+func (p *Partition) DownConvert(ctx context.Context, dst, records []byte, magic int8, limit int) ([]byte, error) {
+	out, err := p.e.dec.DownConvert(ctx, dst, records, magic, limit, p.decompressedLimit())
+	if err != nil && ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if errors.Is(err, batch.ErrLegacyCodec) {
+		return out, fmt.Errorf("%w: %w", ErrLegacyCodec, err)
+	}
+	if err != nil {
+		return out, mapBatchErr(err)
+	}
+	return out, nil
+}
+
 // Topic is the name of p's topic.
 func (p *Partition) Topic() string { return p.t.name }
 
