@@ -8,7 +8,8 @@ all: build
 build:
 	$(GO) build ./...
 
-# Installs kcat and the Debian Python Kafka clients when missing (as root).
+# Installs kcat, the Debian Python Kafka clients, Burrow and ZooKeeper when
+# missing (as root).
 test-deps:
 	./scripts/install-test-deps.sh
 

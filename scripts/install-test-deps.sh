@@ -5,6 +5,9 @@
 #   python3-kafka            kafka-python
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
+#   burrow zookeeper         LinkedIn's Burrow 1.2.1 (an old sarama: Fetch v2,
+#                            ListOffsets v0) and the ZooKeeper it keeps its
+#                            state in, for test/burrow
 #   versitygw                the S3-compatible server of the object-store tests,
 #                            built by install-versitygw.sh (go install; no root)
 # Idempotent and quiet when everything is present. Installs only as root
@@ -13,7 +16,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard)
+packages=(kcat python3-confluent-kafka python3-kafka python3-snappy python3-lz4 python3-zstandard burrow zookeeper)
 
 missing=()
 for p in "${packages[@]}"; do
