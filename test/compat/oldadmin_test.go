@@ -295,27 +295,21 @@ func TestOldAdminVersions(t *testing.T) {
 	})
 
 	t.Run("ACLs", func(t *testing.T) {
-		cr := kmsg.NewPtrCreateACLsRequest()
-		for _, name := range []string{"old-acl-literal"} {
+		create := func(name string, pattern kmsg.ACLResourcePatternType, v int16) {
+			t.Helper()
+			cr := kmsg.NewPtrCreateACLsRequest()
 			cc := kmsg.NewCreateACLsRequestCreation()
-			cc.ResourceType, cc.ResourceName = kmsg.ACLResourceTypeTopic, name
+			cc.ResourceType, cc.ResourceName, cc.ResourcePatternType = kmsg.ACLResourceTypeTopic, name, pattern
 			cc.Principal, cc.Host = "User:old", "*"
 			cc.Operation, cc.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
 			cr.Creations = append(cr.Creations, cc)
+			if resp := oldRequest[*kmsg.CreateACLsResponse](t, c, cr, v); resp.Results[0].ErrorCode != 0 {
+				t.Fatalf("CreateAcls v%d %s %s: code %d", v, pattern, name, resp.Results[0].ErrorCode)
+			}
 		}
-		if resp := oldRequest[*kmsg.CreateACLsResponse](t, c, cr, 0); resp.Results[0].ErrorCode != 0 {
-			t.Fatalf("CreateAcls v0: code %d", resp.Results[0].ErrorCode)
-		}
+		create("old-acl-literal", kmsg.ACLResourcePatternTypeLiteral, 0) // v0 sends no pattern type
 		// A PREFIXED binding, which v0 cannot express, made with v1.
-		cp := kmsg.NewPtrCreateACLsRequest()
-		cc := kmsg.NewCreateACLsRequestCreation()
-		cc.ResourceType, cc.ResourceName, cc.ResourcePatternType = kmsg.ACLResourceTypeTopic, "old-acl-", kmsg.ACLResourcePatternTypePrefixed
-		cc.Principal, cc.Host = "User:old", "*"
-		cc.Operation, cc.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
-		cp.Creations = append(cp.Creations, cc)
-		if resp := oldRequest[*kmsg.CreateACLsResponse](t, c, cp, 1); resp.Results[0].ErrorCode != 0 {
-			t.Fatalf("CreateAcls v1 prefixed: code %d", resp.Results[0].ErrorCode)
-		}
+		create("old-acl-", kmsg.ACLResourcePatternTypePrefixed, 1)
 		dr := kmsg.NewPtrDescribeACLsRequest()
 		dr.ResourceType, dr.Operation, dr.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
 		dresp := oldRequest[*kmsg.DescribeACLsResponse](t, c, dr, 0)

@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"hash/crc32"
 
 	"github.com/klauspost/compress/s2"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -202,14 +200,5 @@ func compressLegacy(codec int8, raw []byte) ([]byte, error) {
 		}
 		return out, nil
 	}
-	comp, err := compressorFor(codec)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	out, used := comp.Compress(&buf, raw)
-	if used != kgo.CompressionCodecType(codec) {
-		return nil, fmt.Errorf("%w: compressing with %s failed", ErrCorrupt, codecName(codec))
-	}
-	return append([]byte(nil), out...), nil
+	return compress(codec, raw)
 }
