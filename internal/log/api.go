@@ -26,10 +26,10 @@ var (
 	ErrUnsupportedMagic        = errors.New("log: unsupported message format") // UNSUPPORTED_FOR_MESSAGE_FORMAT
 	// ErrLegacyCodec: records a legacy (magic 0/1) reader was to get are
 	// compressed with zstd, which those formats cannot carry.
-	ErrLegacyCodec = errors.New("log: compression codec has no legacy message format") // UNSUPPORTED_COMPRESSION_TYPE
-	ErrOffsetOutOfRange        = errors.New("log: offset out of range")        // OFFSET_OUT_OF_RANGE
-	ErrStorage                 = errors.New("log: storage error")              // KAFKA_STORAGE_ERROR
-	ErrClosed                  = errors.New("log: engine closed")              // NOT_LEADER_OR_FOLLOWER (retriable)
+	ErrLegacyCodec      = errors.New("log: compression codec has no legacy message format") // UNSUPPORTED_COMPRESSION_TYPE
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")                            // OFFSET_OUT_OF_RANGE
+	ErrStorage          = errors.New("log: storage error")                                  // KAFKA_STORAGE_ERROR
+	ErrClosed           = errors.New("log: engine closed")                                  // NOT_LEADER_OR_FOLLOWER (retriable)
 	// ErrDelayed: under Config.DetectDelay, a valid payload holding records
 	// with a delayed-delivery header; the caller hands it to internal/delay.
 	ErrDelayed = errors.New("log: records carry a delayed-delivery header")

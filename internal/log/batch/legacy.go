@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -121,15 +122,20 @@ func appendLegacy(dst []byte, magic int8, h *Header, recs []kmsg.Record) ([]byte
 		}
 		return h.FirstTimestamp + r.TimestampDelta64
 	}
+	size := 0 // of the messages, grown into once
+	for i := range recs {
+		size += legacySize(magic, recs[i].Key, recs[i].Value)
+	}
 	codec := h.Codec()
 	if codec == 0 {
+		dst = slices.Grow(dst, size)
 		for i := range recs {
 			r := &recs[i]
 			dst = appendMessage(dst, magic, h.BaseOffset+int64(r.OffsetDelta), tsAttr, ts(r), r.Key, r.Value)
 		}
 		return dst, nil
 	}
-	var inner []byte
+	inner := make([]byte, 0, size)
 	maxTS := int64(-1)
 	for i := range recs {
 		r := &recs[i]
@@ -150,6 +156,15 @@ func appendLegacy(dst []byte, magic int8, h *Header, recs []kmsg.Record) ([]byte
 	}
 	last := h.BaseOffset + int64(recs[len(recs)-1].OffsetDelta)
 	return appendMessage(dst, magic, last, int8(codec)|tsAttr, maxTS, nil, value), nil
+}
+
+// legacySize is the size of a message with its offset and size fields.
+func legacySize(magic int8, key, value []byte) int {
+	n := legacyLogOverhead + legacyHeader0 + 8 + len(key) + len(value)
+	if magic == 1 {
+		n += 8
+	}
+	return n
 }
 
 // appendMessage appends one legacy message with its offset and size.
@@ -193,9 +208,12 @@ func compressLegacy(codec int8, raw []byte) ([]byte, error) {
 		out = binary.BigEndian.AppendUint32(out, 1) // compatible version
 		for len(raw) > 0 {
 			n := min(xerialBlock, len(raw))
-			block := s2.EncodeSnappy(nil, raw[:n])
+			out = slices.Grow(out, 4+s2.MaxEncodedLen(n))
+			at := len(out)
+			// Encodes in place after the length, given the room.
+			block := s2.EncodeSnappy(out[at+4:cap(out)], raw[:n])
 			out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
-			out = append(out, block...)
+			out = out[:at+4+len(block)]
 			raw = raw[n:]
 		}
 		return out, nil
