@@ -24,15 +24,16 @@ var (
 	ErrInvalidRecord           = errors.New("log: invalid record")             // INVALID_RECORD
 	ErrInvalidTimestamp        = errors.New("log: invalid timestamp")          // INVALID_TIMESTAMP
 	ErrUnsupportedMagic        = errors.New("log: unsupported message format") // UNSUPPORTED_FOR_MESSAGE_FORMAT
-	// ErrLegacyCodec: records a legacy (magic 0/1) reader was to get are
-	// compressed with zstd, which those formats cannot carry.
-	ErrLegacyCodec      = errors.New("log: compression codec has no legacy message format") // UNSUPPORTED_COMPRESSION_TYPE
-	ErrOffsetOutOfRange = errors.New("log: offset out of range")                            // OFFSET_OUT_OF_RANGE
-	ErrStorage          = errors.New("log: storage error")                                  // KAFKA_STORAGE_ERROR
-	ErrClosed           = errors.New("log: engine closed")                                  // NOT_LEADER_OR_FOLLOWER (retriable)
+	ErrOffsetOutOfRange        = errors.New("log: offset out of range")        // OFFSET_OUT_OF_RANGE
+	ErrStorage                 = errors.New("log: storage error")              // KAFKA_STORAGE_ERROR
+	ErrClosed                  = errors.New("log: engine closed")              // NOT_LEADER_OR_FOLLOWER (retriable)
 	// ErrDelayed: under Config.DetectDelay, a valid payload holding records
 	// with a delayed-delivery header; the caller hands it to internal/delay.
 	ErrDelayed = errors.New("log: records carry a delayed-delivery header")
+	// ErrLegacyCodec: records a legacy (magic 0/1) reader was to get are
+	// compressed with zstd, which those formats cannot carry
+	// (UNSUPPORTED_COMPRESSION_TYPE).
+	ErrLegacyCodec = errors.New("log: compression codec has no legacy message format")
 
 	// Idempotent producer state (Kafka's ProducerAppendInfo checks).
 	ErrOutOfOrderSequence   = errors.New("log: out of order sequence number") // OUT_OF_ORDER_SEQUENCE_NUMBER
