@@ -183,3 +183,51 @@ func TestSaramaOldConsume(t *testing.T) {
 		}
 	}
 }
+
+// TestSaramaOldTopicManager does what goka's topic manager does with sarama
+// pinned old: create a compacted table topic (CreateTopics v0 at 0.10.1, v1
+// at 0.11), check its cleanup.policy (DescribeConfigs v0, one config
+// named), list topics, and delete it (DeleteTopics v0 at 0.10.1).
+func TestSaramaOldTopicManager(t *testing.T) {
+	b := startBroker(t)
+	for _, v := range []sarama.KafkaVersion{sarama.V0_10_1_0, sarama.V0_11_0_0} {
+		t.Run(v.String(), func(t *testing.T) {
+			adm, err := sarama.NewClusterAdmin([]string{b.Addr()}, saramaConfig(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer adm.Close()
+			topic := topicName(t)
+			compact := "compact"
+			err = adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1,
+				ConfigEntries: map[string]*string{"cleanup.policy": &compact}}, false)
+			if err != nil {
+				t.Fatalf("CreateTopic: %v", err)
+			}
+			if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}, false); err == nil {
+				t.Error("creating it again: no error")
+			}
+			// sarama itself sends DescribeConfigs (ListTopics asks for every
+			// topic's configs) only from 0.11.
+			if v.IsAtLeast(sarama.V0_11_0_0) {
+				topics, err := adm.ListTopics()
+				if err != nil {
+					t.Fatalf("ListTopics: %v", err)
+				}
+				if d, ok := topics[topic]; !ok || d.NumPartitions != 3 || d.ConfigEntries["cleanup.policy"] == nil || *d.ConfigEntries["cleanup.policy"] != "compact" {
+					t.Errorf("ListTopics: %+v", d)
+				}
+				entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"cleanup.policy"}})
+				if err != nil {
+					t.Fatalf("DescribeConfig: %v", err)
+				}
+				if len(entries) != 1 || entries[0].Value != "compact" || entries[0].Default {
+					t.Errorf("cleanup.policy: %+v", entries)
+				}
+			}
+			if err := adm.DeleteTopic(topic); err != nil {
+				t.Fatalf("DeleteTopic: %v", err)
+			}
+		})
+	}
+}
