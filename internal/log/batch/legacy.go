@@ -62,6 +62,10 @@ func (d *Decompressor) DownConvert(ctx context.Context, dst, src []byte, magic i
 		return dst, fmt.Errorf("%w: down-conversion to magic %d", ErrUnsupportedMagic, magic)
 	}
 	start := len(dst)
+	// Converted sets come out about the size of the batches they came
+	// from (slightly larger: per-record framing): one allocation, bounded
+	// by what was read, instead of regrowing a large answer batch by batch.
+	dst = slices.Grow(dst, len(src)+len(src)/8)
 	fail := func(err error) ([]byte, error) {
 		if len(dst) > start {
 			return dst, nil // what was converted is the answer
