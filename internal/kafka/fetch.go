@@ -9,13 +9,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/quota"
 )
 
 // Fetch v0-v16. v0-v3 are Kafka 3.9's old fetchers (KIP-896 dropped them in
 // Kafka 4): they read message sets of magic 0 (v0-v1) or 1 (v2-v3), so
 // their records are down-converted (log.Partition.DownConvert; zstd
-// batches answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's KIP-110 has it).
+// batches answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's KIP-110 has it),
+// once, when the answer is final: a long poll compares min_bytes with the
+// stored batches that are not control batches.
 // v0-v2 have no response size limit and a hard partition limit: an answer
 // longer than the partition's max bytes is cut there, leaving a partial
 // message the client skips, or, alone, grows its fetch size for, as
@@ -135,6 +138,11 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	return func() kmsg.Response {
 		r := complete()
 		if r != nil {
+			if v := rc.version(); v <= 3 {
+				// Converted once, for the answer sent, not on every read
+				// of a long poll (Kafka's lazy down-conversion, KIP-283).
+				sent = downConvertAnswer(rc, resp, parts, v)
+			}
 			rc.chargeQuota(quota.ConsumerByteRate, sent)
 			addFetchLeaderHints(rc, resp, names)
 		}
@@ -200,21 +208,44 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 			}
 		}
-		if v := rc.version(); v <= 3 && len(res.Records) > 0 {
-			if res.Records, err = legacyRecords(rc, fp, res.Records, v, int(limit)); err != nil {
-				sp.ErrorCode = errorCode(err)
-				errs = true
-				continue
-			}
-		}
 		if len(res.Records) > 0 {
 			sp.RecordBatches = res.Records
-			total += len(res.Records)
+			if rc.version() <= 3 {
+				// Control batches are not in a legacy answer: a read of
+				// markers alone is nothing to return early for.
+				total += batch.DataBytes(res.Records)
+			} else {
+				total += len(res.Records)
+			}
 			budget -= int64(len(res.Records))
 			minOne = false
 		}
 	}
 	return total, errs
+}
+
+// downConvertAnswer turns the batches read for a Fetch v0-v3 into message
+// sets (legacyRecords) and returns the bytes answered; a partition whose
+// records cannot be converted answers the error, no records.
+func downConvertAnswer(rc *reqCtx, resp *kmsg.FetchResponse, parts []fetchPart, v int16) int {
+	total := 0
+	for _, fp := range parts {
+		sp := &resp.Topics[fp.topic].Partitions[fp.part]
+		if sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
+			continue
+		}
+		// The read kept to the limits; conversion adds a few percent of
+		// framing, which the slack allows for.
+		raw := sp.RecordBatches
+		out, err := legacyRecords(rc, fp, raw, v, len(raw)+len(raw)/8)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			out = []byte{}
+		}
+		sp.RecordBatches = out
+		total += len(out)
+	}
+	return total
 }
 
 // legacyRecords down-converts a Fetch v0-v3 read to the message format of

@@ -110,6 +110,23 @@ func (d *Decompressor) DownConvert(ctx context.Context, dst, src []byte, magic i
 	return dst, nil
 }
 
+// DataBytes is the size of the whole batches in b that are not control
+// batches: what a legacy reader will be answered, before conversion.
+func DataBytes(b []byte) int {
+	n := 0
+	for len(b) >= HeaderSize {
+		h, err := ParseHeader(b)
+		if err != nil || h.Size() < HeaderSize || h.Size() > len(b) {
+			break
+		}
+		if !h.IsControl() {
+			n += h.Size()
+		}
+		b = b[h.Size():]
+	}
+	return n
+}
+
 // appendLegacy appends one batch's records as messages of magic.
 func appendLegacy(dst []byte, magic int8, h *Header, recs []kmsg.Record) ([]byte, error) {
 	if len(recs) == 0 {

@@ -250,6 +250,11 @@ func TestDownConvertLimitsAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkConverted(t, 1, [][]byte{a}, set)
+	// DataBytes counts what a legacy reader gets: not the control batch,
+	// not a partial batch at the end.
+	if n := DataBytes(append(append(append([]byte{}, ctl...), a...), b[:20]...)); n != len(a) {
+		t.Errorf("DataBytes: %d, want %d", n, len(a))
+	}
 
 	// Bad magic asked for, corrupt batch.
 	if _, err := d.DownConvert(ctx, nil, a, 2, 1<<20, 1<<20); !errors.Is(err, ErrUnsupportedMagic) {
