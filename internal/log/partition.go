@@ -671,6 +671,22 @@ func (p *Partition) DownConvert(ctx context.Context, dst, records []byte, magic 
 	return out, nil
 }
 
+// UpConvert turns a Produce v0-v2 message set of magic 0 or 1 into a
+// record batch to append (batch.UpConvert; magic 0 records, which have no
+// timestamp, get the append time), decompressing under the engine's budget
+// and p's size limit. A malformed set is
+// ErrCorruptMessage, one too large decompressed ErrMessageTooLarge.
+func (p *Partition) UpConvert(ctx context.Context, set []byte) ([]byte, error) {
+	b, err := p.e.dec.UpConvert(ctx, set, p.decompressedLimit(), p.e.nowMs())
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, mapBatchErr(err)
+	}
+	return b, nil
+}
+
 // Topic is the name of p's topic.
 func (p *Partition) Topic() string { return p.t.name }
 

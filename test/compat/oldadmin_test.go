@@ -332,26 +332,19 @@ func TestOldAdminVersions(t *testing.T) {
 }
 
 // TestOldProduceMessageFormat: Produce v0-v2 with a legacy message set
-// (magic 0 or 1) is refused with UNSUPPORTED_FOR_MESSAGE_FORMAT, the
-// connection kept open.
+// (magic 0 from v0-v1 clients, 1 from v2) is up-converted: stored as a
+// record batch any reader reads, magic 1's timestamp kept, magic 0's
+// records (which have none) stamped with their append time; a set with a
+// bad CRC is CORRUPT_MESSAGE, the connection kept.
 func TestOldProduceMessageFormat(t *testing.T) {
 	b := startBroker(t)
 	topic := topicName(t)
 	testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
 	c := dial(t, b.Addr())
-	for v := int16(0); v <= 2; v++ {
-		magic := int8(v / 2) // what a client of that version sends
-		msg := []byte{byte(magic), 0}
-		if magic == 1 {
-			msg = binary.BigEndian.AppendUint64(msg, uint64(time.Now().UnixMilli()))
-		}
-		msg = binary.BigEndian.AppendUint32(msg, 0xffffffff) // null key
-		msg = binary.BigEndian.AppendUint32(msg, 3)
-		msg = append(msg, "old"...)
-		set := binary.BigEndian.AppendUint64(nil, 0)
-		set = binary.BigEndian.AppendUint32(set, uint32(4+len(msg)))
-		set = binary.BigEndian.AppendUint32(set, crc32.ChecksumIEEE(msg))
-		set = append(set, msg...)
+	ts := time.Now().Add(-time.Minute).UnixMilli()
+	before := time.Now().UnixMilli()
+	produce := func(v int16, set []byte) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 10_000
 		rt := kmsg.NewProduceRequestTopic()
@@ -360,7 +353,42 @@ func TestOldProduceMessageFormat(t *testing.T) {
 		rp.Records = set
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp := oldRequest[*kmsg.ProduceResponse](t, c, req, v)
-		wantCode(t, fmt.Sprintf("Produce v%d of a magic %d message", v, magic), resp.Topics[0].Partitions[0].ErrorCode, kerr.UnsupportedForMessageFormat)
+		return oldRequest[*kmsg.ProduceResponse](t, c, req, v).Topics[0].Partitions[0]
+	}
+	for v := int16(0); v <= 2; v++ {
+		magic := int8(v / 2) // what a client of that version sends
+		var set []byte
+		for i := 0; i < 2; i++ {
+			msg := []byte{byte(magic), 0}
+			if magic == 1 {
+				msg = binary.BigEndian.AppendUint64(msg, uint64(ts+int64(i)))
+			}
+			msg = binary.BigEndian.AppendUint32(msg, 0xffffffff) // null key
+			value := fmt.Sprintf("old-v%d-%d", v, i)
+			msg = binary.BigEndian.AppendUint32(msg, uint32(len(value)))
+			msg = append(msg, value...)
+			set = binary.BigEndian.AppendUint64(set, uint64(i))
+			set = binary.BigEndian.AppendUint32(set, uint32(4+len(msg)))
+			set = binary.BigEndian.AppendUint32(set, crc32.ChecksumIEEE(msg))
+			set = append(set, msg...)
+		}
+		if p := produce(v, set); p.ErrorCode != 0 || p.BaseOffset != int64(2*v) {
+			t.Fatalf("Produce v%d of magic %d messages: code %d base offset %d", v, magic, p.ErrorCode, p.BaseOffset)
+		}
+		bad := append([]byte{}, set...)
+		bad[len(bad)-1] ^= 0xff
+		wantCode(t, fmt.Sprintf("Produce v%d of a message with a bad CRC", v), produce(v, bad).ErrorCode, kerr.CorruptMessage)
+	}
+	after := time.Now().UnixMilli()
+	got := readKgo(t, b.Addr(), topic, 0, 6)
+	for i, r := range got {
+		v, n := i/2, i%2
+		if string(r.Value) != fmt.Sprintf("old-v%d-%d", v, n) || r.Key != nil {
+			t.Errorf("record %d: %v", i, r)
+		}
+		if at := r.Timestamp.UnixMilli(); v == 2 && at != ts+int64(n) || v < 2 && (at < before || at > after) {
+			t.Errorf("record %d (Produce v%d): timestamp %d, want %d or, for magic 0, the append time in [%d, %d]",
+				i, v, at, ts+int64(n), before, after)
+		}
 	}
 }

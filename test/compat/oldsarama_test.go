@@ -231,3 +231,40 @@ func TestSaramaOldTopicManager(t *testing.T) {
 		})
 	}
 }
+
+// TestSaramaOldProduce: sarama pinned to 0.8.2 (Produce v0, message format
+// 0) and 0.10.0 (Produce v2, format 1) produces with each codec those
+// versions allow (lz4 from 0.10); the up-converted records read back with
+// franz-go as produced, format 1's timestamps kept, format 0's records
+// stamped with their append time.
+func TestSaramaOldProduce(t *testing.T) {
+	b := startBroker(t)
+	for _, v := range []sarama.KafkaVersion{sarama.V0_8_2_0, sarama.V0_10_0_0} {
+		for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+			if codec == "lz4" && !v.IsAtLeast(sarama.V0_10_0_0) {
+				continue // sarama allows lz4 from 0.10
+			}
+			t.Run(v.String()+"/"+codec, func(t *testing.T) {
+				topic := topicName(t)
+				testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+				want := sampleRecords(50, sampleOpts{nullKeys: true, nullValues: true})
+				at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+				for i := range want {
+					want[i].Timestamp = at.Add(time.Duration(i) * time.Millisecond)
+				}
+				before := time.Now().UnixMilli()
+				saramaProduce(t, b.Addr(), topic, v, codec, want)
+				after := time.Now().UnixMilli()
+				got := readKgo(t, b.Addr(), topic, 0, len(want))
+				checkSame(t, "franz-go reading sarama "+v.String(), want, got)
+				for i := range got {
+					at := got[i].Timestamp.UnixMilli()
+					if v.IsAtLeast(sarama.V0_10_0_0) && at != want[i].Timestamp.UnixMilli() ||
+						!v.IsAtLeast(sarama.V0_10_0_0) && (at < before || at > after) { // format 0: the append time
+						t.Fatalf("record %d: timestamp %d, produced %d (append time in [%d, %d])", i, at, want[i].Timestamp.UnixMilli(), before, after)
+					}
+				}
+			})
+		}
+	}
+}

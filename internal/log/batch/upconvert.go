@@ -14,8 +14,12 @@ import (
 // carry legacy message sets (magic 0 or 1, see legacy.go), which Kafka 3.9
 // converted to record batches on append. UpConvert does the same before the
 // batch is validated and appended like any other: the records keep their
-// order, keys, values and (magic 1) timestamps; magic 0 records get no
-// timestamp (-1), as Kafka gives them.
+// order, keys, values and (magic 1) timestamps. Magic 0 records have no
+// timestamp; Kafka stored them with none (-1) and its time retention fell
+// back to the segment file's modification time. sluice's retention counts
+// from the batches' timestamps, where -1 would be 1970 and expire at the
+// next pass, so a magic 0 set becomes a LogAppendTime batch stamped with
+// the time it was appended, which readers see as its records' time.
 
 // IsLegacy reports whether a Produce payload is a legacy message set: its
 // magic byte, where a record batch has its own, is 0 or 1.
@@ -24,13 +28,13 @@ func IsLegacy(b []byte) bool {
 }
 
 // UpConvert turns a message set of magic 0 or 1 into one record batch
-// (base offset 0, no producer id). The batch is compressed with the codec
+// (base offset 0, no producer id; magic 0: log-append time now, unix ms). The batch is compressed with the codec
 // of the set's first compressed wrapper, or not at all, as Kafka keeps the
 // producer's codec. Wrappers are decompressed under the budget, together at
 // most limit bytes (see DecompressedLimit). A malformed set (a bad CRC or
 // size, a partial message, a nested or zstd wrapper, mixed magics) is an
 // error wrapping ErrCorrupt; an empty one, ErrInvalidRecord.
-func (d *Decompressor) UpConvert(ctx context.Context, set []byte, limit int64) ([]byte, error) {
+func (d *Decompressor) UpConvert(ctx context.Context, set []byte, limit, now int64) ([]byte, error) {
 	var (
 		recs  []kmsg.Record
 		ts    []int64
@@ -101,7 +105,11 @@ func (d *Decompressor) UpConvert(ctx context.Context, set []byte, limit int64) (
 	for i := range recs {
 		recs[i].TimestampDelta64 = ts[i] - first
 	}
-	return Build(codec, first, recs)
+	b, err := Build(codec, first, recs)
+	if err == nil && magic == 0 {
+		SetLogAppendTime(b, now)
+	}
+	return b, err
 }
 
 // legacyMessage is one decoded message of a legacy set; key and value

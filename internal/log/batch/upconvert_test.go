@@ -13,6 +13,9 @@ import (
 	"testing"
 )
 
+// upNow is the append time up-conversion is given in tests.
+const upNow = 1_750_000_000_000
+
 // legacySet is a legacy message set of magic made by down-converting the
 // batches legacyBatch builds: what an old producer sends.
 func legacySet(t testing.TB, codec, magic int8, n int) []byte {
@@ -44,7 +47,14 @@ func checkUpConverted(t testing.TB, set, b []byte) {
 	}
 	for i, r := range x.Records {
 		w := want[i]
-		if ts := x.Header.FirstTimestamp + r.TimestampDelta64; ts != w.ts || int(r.OffsetDelta) != i ||
+		ts := x.Header.FirstTimestamp + r.TimestampDelta64
+		if x.Header.Attributes&AttrLogAppendTime != 0 {
+			ts = x.Header.MaxTimestamp
+		}
+		if w.magic == 0 {
+			w.ts = upNow // no timestamp: the append time
+		}
+		if ts != w.ts || int(r.OffsetDelta) != i ||
 			!sameBytes(r.Key, w.key) || !sameBytes(r.Value, w.value) || len(r.Headers) != 0 {
 			t.Fatalf("record %d: ts %d key %q value %q, want ts %d key %q value %q", i, ts, r.Key, r.Value, w.ts, w.key, w.value)
 		}
@@ -61,7 +71,7 @@ func TestUpConvert(t *testing.T) {
 					t.Fatal("IsLegacy: false")
 				}
 				d := NewDecompressor(0)
-				b, err := d.UpConvert(context.Background(), set, 1<<20)
+				b, err := d.UpConvert(context.Background(), set, 1<<20, upNow)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -98,7 +108,7 @@ func TestUpConvertOldLZ4(t *testing.T) {
 	}
 	v[4+desc] = broken
 	binary.BigEndian.PutUint32(set[12:], crcIEEE(set[16:]))
-	b, err := NewDecompressor(0).UpConvert(context.Background(), set, 1<<20)
+	b, err := NewDecompressor(0).UpConvert(context.Background(), set, 1<<20, upNow)
 	if err != nil {
 		t.Fatalf("magic 0 lz4 with Kafka 0.8's header checksum: %v", err)
 	}
@@ -139,7 +149,7 @@ func TestUpConvertRefusals(t *testing.T) {
 		if c.want == ErrTooLarge {
 			limit = 100
 		}
-		if _, err := d.UpConvert(ctx, c.set, limit); !errors.Is(err, c.want) {
+		if _, err := d.UpConvert(ctx, c.set, limit, upNow); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
@@ -156,7 +166,7 @@ func FuzzUpConvert(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, set []byte) {
 		d := NewDecompressor(64 << 20)
-		b, err := d.UpConvert(context.Background(), set, 1<<20)
+		b, err := d.UpConvert(context.Background(), set, 1<<20, upNow)
 		if st := d.Stats(); st.InUse != 0 {
 			t.Fatalf("%d budget bytes still held", st.InUse)
 		}

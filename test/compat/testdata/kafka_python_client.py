@@ -44,6 +44,7 @@ def produce(bootstrap, topic, codec):
     records = json.load(sys.stdin)
     p = KafkaProducer(
         **sasl(),
+        **pinned(),
         bootstrap_servers=bootstrap,
         compression_type=None if codec == "none" else codec,
         acks="all",
