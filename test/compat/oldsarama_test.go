@@ -159,7 +159,7 @@ func TestSaramaOldOffsets(t *testing.T) {
 // batches written uncompressed and with each codec the old formats carry.
 func TestSaramaOldConsume(t *testing.T) {
 	b := startBroker(t)
-	for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+	for _, codec := range legacyCodecs {
 		topic := topicName(t) + "-" + codec
 		testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
 		want := produceKgo(t, b.Addr(), topic, sampleRecords(60, allShapes), kgo.ProducerBatchCompression(kgoCodec(codec)))
@@ -240,7 +240,7 @@ func TestSaramaOldTopicManager(t *testing.T) {
 func TestSaramaOldProduce(t *testing.T) {
 	b := startBroker(t)
 	for _, v := range []sarama.KafkaVersion{sarama.V0_8_2_0, sarama.V0_10_0_0} {
-		for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+		for _, codec := range legacyCodecs {
 			if codec == "lz4" && !v.IsAtLeast(sarama.V0_10_0_0) {
 				continue // sarama allows lz4 from 0.10
 			}

@@ -18,12 +18,9 @@ import (
 // the old formats carry: three more independent decoders of the
 // down-converted sets.
 func TestOldFetchLibrdkafkaPython(t *testing.T) {
-	kcat := needTool(t, "kcat")
-	for _, c := range pyClients {
-		needPythonModule(t, c.module, c.pkg)
-	}
+	kcat := needKcatAndPython(t)
 	b := startBroker(t)
-	for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+	for _, codec := range legacyCodecs {
 		topic := topicName(t) + "-" + codec
 		testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
 		// Shapes every client tells apart: kcat reads empty as null.
@@ -66,12 +63,9 @@ func TestOldFetchLibrdkafkaPython(t *testing.T) {
 // each codec, lz4 in format 0 with the header checksum old Kafka wrote;
 // franz-go reads the up-converted records back as produced.
 func TestOldProduceLibrdkafkaPython(t *testing.T) {
-	kcat := needTool(t, "kcat")
-	for _, c := range pyClients {
-		needPythonModule(t, c.module, c.pkg)
-	}
+	kcat := needKcatAndPython(t)
 	b := startBroker(t)
-	for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+	for _, codec := range legacyCodecs {
 		for _, old := range []string{"0.8.2", "0.9.0", "0.10.0"} {
 			t.Run(codec+"/"+old, func(t *testing.T) {
 				rdkafka := old != "0.10.0" // see TestOldFetchLibrdkafkaPython
@@ -102,4 +96,15 @@ func TestOldProduceLibrdkafkaPython(t *testing.T) {
 			})
 		}
 	}
+}
+
+// needKcatAndPython returns kcat's path once kcat and both Python clients
+// are known to be there.
+func needKcatAndPython(t testing.TB) string {
+	t.Helper()
+	kcat := needTool(t, "kcat")
+	for _, c := range pyClients {
+		needPythonModule(t, c.module, c.pkg)
+	}
+	return kcat
 }

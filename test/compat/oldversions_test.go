@@ -21,6 +21,9 @@ import (
 // sent raw over TCP at a pinned version and decoded with kmsg at that
 // version, so each answer is checked as an old client reads it.
 
+// legacyCodecs are the codecs message formats 0 and 1 carry (not zstd).
+var legacyCodecs = []string{"none", "gzip", "snappy", "lz4"}
+
 // oldRequest sends req at version v on c and decodes the answer at v. A
 // closed connection (the broker refusing the version) fails the test.
 func oldRequest[R kmsg.Response](t testing.TB, c net.Conn, req kmsg.Request, v int16) R {
@@ -246,7 +249,7 @@ func fetchOld(t testing.TB, c net.Conn, topic string, v int16, offset int64, par
 func TestOldFetch(t *testing.T) {
 	b := startBroker(t)
 	start := time.Now().Add(-time.Minute)
-	for _, codec := range []string{"none", "gzip", "snappy", "lz4"} {
+	for _, codec := range legacyCodecs {
 		topic := topicName(t) + "-" + codec
 		testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
 		produceN(t, b.Addr(), topic, 25, 10, codec)
