@@ -29,8 +29,9 @@ import (
 // broker lists Produce v0). Their message sets of magic 0 or 1 are
 // up-converted to one record batch (log.Partition.UpConvert), as Kafka 3.9
 // converted them, and then validated and appended like any batch; a
-// malformed set is CORRUPT_MESSAGE. A transactional request must carry
-// record batches (a message set there is UNSUPPORTED_FOR_MESSAGE_FORMAT).
+// malformed set is CORRUPT_MESSAGE. Transactional requests (v3+, which
+// no legacy client sends) are not up-converted: a message set there is
+// refused.
 func init() { register(kmsg.Produce, 0, 10, handleProduce) }
 
 type produceWork struct {
