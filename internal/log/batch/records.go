@@ -233,14 +233,19 @@ func compress(codec int8, raw []byte) ([]byte, error) {
 // is recomputed for CreateTime batches. Compaction uses it: records keep their
 // offsets and the batch keeps its last offset (producer state depends on it).
 func Rebuild(h Header, recs []kmsg.Record) ([]byte, error) {
-	var raw []byte
+	est := 0
+	for i := range recs {
+		est += len(recs[i].Key) + len(recs[i].Value) + 24 // + framing, roughly
+	}
+	raw := make([]byte, 0, est)
+	var scratch []byte // one record's encoding, reused
 	maxTS := h.FirstTimestamp
 	for i := range recs {
 		r := &recs[i]
 		r.Length = 0
-		body := r.AppendTo(nil)
+		scratch = r.AppendTo(scratch[:0])
 		// AppendTo wrote a zero length varint first; replace it.
-		body = body[1:]
+		body := scratch[1:]
 		raw = binary.AppendVarint(raw, int64(len(body)))
 		raw = append(raw, body...)
 		if ts := h.FirstTimestamp + r.TimestampDelta64; ts > maxTS {
