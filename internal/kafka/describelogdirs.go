@@ -1,10 +1,10 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"path/filepath"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

@@ -1,9 +1,10 @@
 package kafka
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"slices"
 
 	"github.com/sluice-mq/sluice/internal/group"
 )

@@ -1,9 +1,9 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
