@@ -8,8 +8,8 @@ all: build
 build:
 	$(GO) build ./...
 
-# Installs kcat, the Debian Python Kafka clients, chromium and Prometheus
-# (promtool) when missing (as root).
+# Installs kcat, the Debian Python Kafka clients, Burrow and ZooKeeper,
+# chromium and Prometheus (promtool) when missing (as root).
 test-deps:
 	./scripts/install-test-deps.sh
 

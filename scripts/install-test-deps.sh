@@ -6,6 +6,11 @@
 #   python3-requests         confluent-kafka-python's SchemaRegistryClient needs it
 #   python3-snappy python3-lz4 python3-zstandard
 #                            kafka-python's snappy, lz4 and zstd codecs
+#   python3-xxhash           kafka-python's lz4 for message format 0 (it
+#                            repairs the header checksum old Kafka wrote)
+#   burrow zookeeper         LinkedIn's Burrow 1.2.1 (an old sarama: Fetch v2,
+#                            ListOffsets v0) and the ZooKeeper it keeps its
+#                            state in, for test/burrow
 #   prometheus               promtool, which checks deploy/prometheus/alerts.yml,
 #                            and the server test/metrics runs the dashboard's
 #                            and the alerts' queries on
@@ -18,7 +23,7 @@ set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
 
-packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard chromium prometheus)
+packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard python3-xxhash burrow zookeeper chromium prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

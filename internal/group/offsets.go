@@ -16,6 +16,10 @@ type CommitPartition struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    *string
+	// CommitTime is OffsetCommit v1's commit timestamp (unix ms), which
+	// the retention of an offset without an explicit expiry counts from;
+	// <= 0 (v1's -1, and every other version): the time of the commit.
+	CommitTime int64
 }
 
 // CommitRequest is an OffsetCommit. Topics must already be known to exist
@@ -86,6 +90,9 @@ func (c *Coordinator) Commit(ctx context.Context, r CommitRequest) <-chan []erro
 			continue
 		}
 		e := &offsetEntry{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: md, CommitTime: now.UnixMilli(), ExpireTime: -1}
+		if p.CommitTime > 0 {
+			e.CommitTime = p.CommitTime
+		}
 		if r.RetentionMs >= 0 {
 			e.ExpireTime = e.CommitTime + r.RetentionMs
 		}

@@ -10,15 +10,17 @@ import (
 	"github.com/sluice-mq/sluice/internal/acl"
 )
 
-// DescribeAcls, CreateAcls and DeleteAcls v1-v3 (v1 is the KIP-896 floor,
-// v2+ flexible). Without an authorizer Kafka answers every ACL request
+// DescribeAcls, CreateAcls and DeleteAcls v0-v3, Kafka 3.9's range (v0 has
+// no pattern type: its filters and bindings are LITERAL, kmsg's default, so
+// a v0 describe or delete never sees a PREFIXED binding, as in Kafka; v1
+// adds pattern types, v2+ flexible). Without an authorizer Kafka answers every ACL request
 // with SECURITY_DISABLED, and so does sluice; with one (authorizer.enabled)
 // they manage its bindings: describing needs DESCRIBE on the cluster,
 // creating and deleting ALTER.
 func init() {
-	register(kmsg.DescribeACLs, 1, 3, handleDescribeACLs)
-	register(kmsg.CreateACLs, 1, 3, handleCreateACLs)
-	register(kmsg.DeleteACLs, 1, 3, handleDeleteACLs)
+	register(kmsg.DescribeACLs, 0, 3, handleDescribeACLs)
+	register(kmsg.CreateACLs, 0, 3, handleCreateACLs)
+	register(kmsg.DeleteACLs, 0, 3, handleDeleteACLs)
 }
 
 var noAuthorizer = "no authorizer is configured on the broker"

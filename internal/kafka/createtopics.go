@@ -10,11 +10,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 )
 
-// CreateTopics v2-v7. v2 is the KIP-896 floor; v5+ flexible and returns the
+// CreateTopics v0-v7, Kafka 3.9's range (KIP-896 dropped v0-v1 in Kafka 4).
+// v1 adds validate_only and error messages (kmsg leaves them false and
+// unsent for v0); v5+ flexible and returns the
 // created topic's configs; v7 returns the topic id. Internal topics are
 // refused with INVALID_REQUEST, validate-only too (broker.RefuseInternal):
 // the broker creates them itself.
-func init() { register(kmsg.CreateTopics, 2, 7, handleCreateTopics) }
+func init() { register(kmsg.CreateTopics, 0, 7, handleCreateTopics) }
 
 func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.CreateTopicsRequest)

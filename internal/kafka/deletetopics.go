@@ -7,10 +7,11 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 )
 
-// DeleteTopics v1-v6. v1 is the KIP-896 floor; v4+ flexible; v5+ carries an
+// DeleteTopics v0-v6, Kafka 3.9's range (KIP-896 dropped v0 in Kafka 4; v1
+// only adds the throttle time); v4+ flexible; v5+ carries an
 // error message; v6 names topics by name or id. Internal topics, existing
 // or not, are refused with INVALID_REQUEST (broker.RefuseInternal).
-func init() { register(kmsg.DeleteTopics, 1, 6, handleDeleteTopics) }
+func init() { register(kmsg.DeleteTopics, 0, 6, handleDeleteTopics) }
 
 func handleDeleteTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DeleteTopicsRequest)

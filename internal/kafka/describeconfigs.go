@@ -10,8 +10,10 @@ import (
 	"github.com/sluice-mq/sluice/internal/topicconfig"
 )
 
-// DescribeConfigs v1-v4. v1 is the KIP-896 floor (adds sources and
-// synonyms); v3 adds types and documentation; v4+ flexible.
+// DescribeConfigs v0-v4, Kafka 3.9's range (KIP-896 dropped v0 in Kafka
+// 4). v0 answers is_default instead of a source and has no synonyms (kmsg
+// encodes only the fields of the version); v1 adds sources and synonyms, v3
+// types and documentation; v4+ flexible.
 // configAuth is the authorization error for op on a config resource of
 // type rt (topics are checked by name, brokers as the cluster), 0 if
 // allowed.
@@ -29,7 +31,7 @@ func (rc *reqCtx) configAuth(rt int8, name string, op kmsg.ACLOperation) int16 {
 	return 0
 }
 
-func init() { register(kmsg.DescribeConfigs, 1, 4, handleDescribeConfigs) }
+func init() { register(kmsg.DescribeConfigs, 0, 4, handleDescribeConfigs) }
 
 const (
 	resourceTopic  = int8(kmsg.ConfigResourceTypeTopic)

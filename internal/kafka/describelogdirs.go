@@ -1,18 +1,19 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"path/filepath"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeLogDirs v1-v4 (v1 is the KIP-896 floor; v2+ flexible; v3 adds
+// DescribeLogDirs v0-v4, Kafka 3.9's range (KIP-896 dropped v0 in Kafka 4;
+// v1 only changes throttling; v2+ flexible; v3 adds
 // the top-level error code, v4 total and usable bytes). sluice has one log
 // directory per node, the data directory; partition sizes are the bytes of
 // record batches each partition holds.
-func init() { register(kmsg.DescribeLogDirs, 1, 4, handleDescribeLogDirs) }
+func init() { register(kmsg.DescribeLogDirs, 0, 4, handleDescribeLogDirs) }
 
 func handleDescribeLogDirs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)

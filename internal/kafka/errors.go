@@ -57,6 +57,8 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, log.ErrUnsupportedMagic):
 		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, log.ErrLegacyCodec):
+		return kerr.UnsupportedCompressionType.Code
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, log.ErrOutOfOrderSequence):

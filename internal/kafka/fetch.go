@@ -9,17 +9,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
+	"github.com/sluice-mq/sluice/internal/log/batch"
 	"github.com/sluice-mq/sluice/internal/quota"
 )
 
-// Fetch v4-v16. v4 is the KIP-896 floor; v7+ would open fetch sessions
+// Fetch v0-v16. v0-v3 are Kafka 3.9's old fetchers (KIP-896 dropped them in
+// Kafka 4): they read message sets of magic 0 (v0-v1) or 1 (v2-v3), so
+// their records are down-converted (log.Partition.DownConvert; zstd
+// batches answer UNSUPPORTED_COMPRESSION_TYPE, as Kafka's KIP-110 has it),
+// once, when the answer is final: a long poll compares min_bytes with the
+// stored batches that are not control batches.
+// v0-v2 have no response size limit and a hard partition limit: an answer
+// longer than the partition's max bytes is cut there, leaving a partial
+// message the client skips, or, alone, grows its fetch size for, as
+// Kafka's were; v3 adds the response limit and KIP-74's "first batch
+// whole". v4 adds isolation levels; v7+ would open fetch sessions
 // (KIP-227): we answer session id 0, which every client treats as
 // "sessionless, send full requests"; v12+ flexible; v13+ names topics by id.
 //
 // As in Kafka, a full fetch (epoch 0 or -1) is served whatever session id
 // it names: it closes that session, and we hold none. Only an incremental
 // fetch (epoch > 0) needs a session, and none of ours exists.
-func init() { register(kmsg.Fetch, 4, 16, handleFetch) }
+func init() { register(kmsg.Fetch, 0, 16, handleFetch) }
 
 type fetchPart struct {
 	topic, part int
@@ -127,7 +138,14 @@ func handleFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	return func() kmsg.Response {
 		r := complete()
 		if r != nil {
+			// Counted before any down-conversion: the records the log
+			// served.
 			rc.fetchedTraffic(resp, parts)
+			if v := rc.version(); v <= 3 {
+				// Converted once, for the answer sent, not on every read
+				// of a long poll (Kafka's lazy down-conversion, KIP-283).
+				sent = downConvertAnswer(rc, resp, parts, v)
+			}
 			rc.chargeQuota(quota.ConsumerByteRate, sent)
 			addFetchLeaderHints(rc, resp, names)
 		}
@@ -195,12 +213,61 @@ func readFetch(rc *reqCtx, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, par
 		}
 		if len(res.Records) > 0 {
 			sp.RecordBatches = res.Records
-			total += len(res.Records)
+			if rc.version() <= 3 {
+				// Control batches are not in a legacy answer: a read of
+				// markers alone is nothing to return early for.
+				total += batch.DataBytes(res.Records)
+			} else {
+				total += len(res.Records)
+			}
 			budget -= int64(len(res.Records))
 			minOne = false
 		}
 	}
 	return total, errs
+}
+
+// downConvertAnswer turns the batches read for a Fetch v0-v3 into message
+// sets (legacyRecords) and returns the bytes answered; a partition whose
+// records cannot be converted answers the error, no records.
+func downConvertAnswer(rc *reqCtx, resp *kmsg.FetchResponse, parts []fetchPart, v int16) int {
+	total := 0
+	for _, fp := range parts {
+		sp := &resp.Topics[fp.topic].Partitions[fp.part]
+		if sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
+			continue
+		}
+		// The read kept to the limits; conversion adds a few percent of
+		// framing, which the slack allows for.
+		raw := sp.RecordBatches
+		out, err := legacyRecords(rc, fp, raw, v, len(raw)+len(raw)/8)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			out = []byte{}
+		}
+		sp.RecordBatches = out
+		total += len(out)
+	}
+	return total
+}
+
+// legacyRecords down-converts a Fetch v0-v3 read to the message format of
+// version v: magic 0 for v0-v1, 1 for v2-v3, at most about limit bytes
+// (the first batch whole). v0-v2's partition limit is hard: past it the
+// set is cut.
+func legacyRecords(rc *reqCtx, fp fetchPart, records []byte, v int16, limit int) ([]byte, error) {
+	magic := int8(1)
+	if v <= 1 {
+		magic = 0
+	}
+	out, err := fp.p.DownConvert(rc.ctx, nil, records, magic, limit)
+	if err != nil {
+		return nil, err
+	}
+	if v <= 2 && len(out) > int(max(fp.maxBytes, 0)) {
+		out = out[:max(fp.maxBytes, 0)]
+	}
+	return out, nil
 }
 
 // checkLeaderEpoch compares a client's current leader epoch with ours, as

@@ -91,6 +91,24 @@ func seedFrames() [][]byte {
 
 	out = append(out, frame(kmsg.NewPtrApiVersionsRequest(), 4), frame(kmsg.NewPtrApiVersionsRequest(), 0))
 	out = append(out, []byte{0x7f, 0xff, 0xff, 0xff}, []byte{0, 0, 0, 2, 0, 1}, []byte{})
+
+	// The versions Kafka 3.9 served below Kafka 4's floor (issue 20).
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	lt.Partitions = append(lt.Partitions, kmsg.NewListOffsetsRequestTopicPartition())
+	lo.Topics = append(lo.Topics, lt)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group = "g"
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "orders"
+	ot.Partitions = append(ot.Partitions, kmsg.NewOffsetCommitRequestTopicPartition())
+	oc.Topics = append(oc.Topics, ot)
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeTopic, "orders"
+	dc.Resources = append(dc.Resources, dr)
+	out = append(out, frame(fr, 0), frame(lo, 0), frame(oc, 0), frame(oc, 1), frame(dc, 0))
 	return out
 }
 

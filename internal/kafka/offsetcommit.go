@@ -9,13 +9,19 @@ import (
 	"github.com/sluice-mq/sluice/internal/group"
 )
 
-// OffsetCommit v2-v9, what Kafka 4 serves (KIP-896 dropped v0-v1). v2-v4
+// OffsetCommit v0-v9, Kafka 3.9's range (KIP-896 dropped v0-v1 in Kafka 4).
+// v0 has no generation or member (kmsg leaves generation -1): a commit
+// outside any generation, which an empty or unknown group accepts, as a v2+
+// commit with generation -1; Kafka 3.9 kept v0 offsets in ZooKeeper, sluice
+// stores them like the rest, so any OffsetFetch version reads them. v1 adds
+// the generation, member and a per-partition commit timestamp (-1: now),
+// from which an offset's retention then counts. v2-v4
 // carry a retention time, v5 drops it, v6 adds leader epochs, v7 the static
 // instance id, v8+ is flexible, v9 returns GROUP_ID_NOT_FOUND instead of
 // ILLEGAL_GENERATION for a missing group. Offsets are answered once durable.
 // In a KIP-848 group the generation is the member epoch (v9+ only;
 // STALE_MEMBER_EPOCH when it is not the member's).
-func init() { register(kmsg.OffsetCommit, 2, 9, handleOffsetCommit) }
+func init() { register(kmsg.OffsetCommit, 0, 9, handleOffsetCommit) }
 
 func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetCommitRequest)
@@ -53,8 +59,12 @@ func handleOffsetCommit(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				if rc.version() >= 6 {
 					epoch = rp.LeaderEpoch
 				}
+				var at int64 // the commit's own time
+				if rc.version() == 1 {
+					at = rp.Timestamp
+				}
 				r.Partitions = append(r.Partitions, group.CommitPartition{Topic: rt.Topic, Partition: rp.Partition,
-					Offset: rp.Offset, LeaderEpoch: epoch, Metadata: rp.Metadata})
+					Offset: rp.Offset, LeaderEpoch: epoch, Metadata: rp.Metadata, CommitTime: at})
 				slots = append(slots, slot{ti, pi})
 			}
 			st.Partitions = append(st.Partitions, sp)

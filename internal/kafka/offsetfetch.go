@@ -1,21 +1,24 @@
 package kafka
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"slices"
 
 	"github.com/sluice-mq/sluice/internal/group"
 )
 
-// OffsetFetch v1-v9 (Kafka 4's range; KIP-896 dropped v0). v2 adds the
+// OffsetFetch v0-v9, Kafka 3.9's range (KIP-896 dropped v0 in Kafka 4). v0
+// read offsets ZooKeeper held in Kafka; sluice keeps one store, so v0 reads
+// what any version committed, as v1 does. v2 adds the
 // top-level error and null topics for "all", v5 leader epochs, v6+ is
 // flexible, v7 require_stable (a partition with transactional offsets
 // awaiting their marker answers UNSTABLE_OFFSET_COMMIT, retriable), v8 several groups per request (KIP-709), v9
 // the KIP-848 member id and epoch, checked against consumer-protocol groups
 // (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) and not against classic ones.
 // Uncommitted partitions answer offset -1.
-func init() { register(kmsg.OffsetFetch, 1, 9, handleOffsetFetch) }
+func init() { register(kmsg.OffsetFetch, 0, 9, handleOffsetFetch) }
 
 func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetFetchRequest)
@@ -127,7 +130,7 @@ func handleOffsetFetch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		md := o.Metadata
 		sp.Metadata = &md
 		if rc.version() < 2 {
-			// v1 has no top-level error: it goes on every partition.
+			// v0-v1 have no top-level error: it goes on every partition.
 			sp.ErrorCode = code
 		}
 		st := &resp.Topics[len(resp.Topics)-1]

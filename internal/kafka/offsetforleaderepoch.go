@@ -2,9 +2,11 @@ package kafka
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-// OffsetForLeaderEpoch v2-v4. v2 is the KIP-896 floor (current leader epoch
-// fencing); v4+ flexible.
-func init() { register(kmsg.OffsetForLeaderEpoch, 2, 4, handleOffsetForLeaderEpoch) }
+// OffsetForLeaderEpoch v0-v4, Kafka 3.9's range (KIP-896 dropped v0-v1 in
+// Kafka 4). v1 adds the leader epoch to the answer (kmsg leaves it out of
+// v0), v2 the current leader epoch fencing (-1, unchecked, before), v3 the
+// replica id; v4+ flexible.
+func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
 
 func handleOffsetForLeaderEpoch(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)

@@ -24,11 +24,14 @@ import (
 // partition must be in the producer's ongoing transaction
 // (INVALID_TXN_STATE otherwise; a stale epoch is INVALID_PRODUCER_EPOCH).
 //
-// v0-v2 are advertised although Kafka 4 dropped them (KIP-896), because
-// librdkafka before 2.10 only enables gzip, snappy and lz4 when the broker
-// lists Produce v0. Those versions are served in full for record batches
-// (magic 2); older message formats (magic 0/1) are refused with
-// UNSUPPORTED_FOR_MESSAGE_FORMAT, as Kafka 4 refuses them.
+// v0-v2 are Kafka 3.9's old producers (Kafka 4 dropped them, KIP-896;
+// librdkafka before 2.10 also only enables gzip, snappy and lz4 when the
+// broker lists Produce v0). Their message sets of magic 0 or 1 are
+// up-converted to one record batch (log.Partition.UpConvert), as Kafka 3.9
+// converted them, and then validated and appended like any batch; a
+// malformed set is CORRUPT_MESSAGE. Transactional requests (v3+, which
+// no legacy client sends) are not up-converted: a message set there is
+// refused.
 func init() { register(kmsg.Produce, 0, 10, handleProduce) }
 
 type produceWork struct {
@@ -164,7 +167,18 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
 				work = append(work, &works[len(works)-1])
 			default:
-				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
+				records := rp.Records
+				if batch.IsLegacy(records) {
+					// An old producer's message set: a batch from here on.
+					up, err := p.UpConvert(rc.ctx, records)
+					if err != nil {
+						sp.ErrorCode = errorCode(err)
+						sp.ErrorMessage = errorMessage(err)
+						break
+					}
+					records = up
+				}
+				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: records})
 				work = append(work, &works[len(works)-1])
 			}
 			st.Partitions = append(st.Partitions, sp)

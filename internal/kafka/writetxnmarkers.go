@@ -1,20 +1,21 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/group"
 )
 
-// WriteTxnMarkers v1 (flexible). An inter-broker API, not one clients
+// WriteTxnMarkers v0-v1. An inter-broker API, not one clients
 // send: in cluster mode a transaction coordinator appends markers only to
 // partitions it leads, and sends this to the leader of every other partition
 // of a finished transaction (internal/txn's NewRemoteMarkers), as Kafka's
-// TransactionMarkerChannelManager does. v0 was removed by KIP-896 (Kafka
-// 4.0); v2 (KIP-1228, the marker's transaction version) is not served.
+// TransactionMarkerChannelManager does. v0-v1 is Kafka 3.9's range (v1 only
+// makes the request flexible; KIP-896 removed v0 in Kafka 4); v2
+// (KIP-1228, the marker's transaction version) is not served.
 //
 // Each partition's marker is a control batch appended with the log engine
 // (Partition.AppendControl), answered once durable; a partition this broker
@@ -22,7 +23,7 @@ import (
 // at the new leader. As Kafka's KafkaApis, a marker written to
 // __consumer_offsets also settles the transactional offsets this broker's
 // group coordinator holds for the producer in that partition.
-func init() { register(kmsg.WriteTxnMarkers, 1, 1, handleWriteTxnMarkers) }
+func init() { register(kmsg.WriteTxnMarkers, 0, 1, handleWriteTxnMarkers) }
 
 func handleWriteTxnMarkers(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)

@@ -30,6 +30,10 @@ var (
 	// ErrDelayed: under Config.DetectDelay, a valid payload holding records
 	// with a delayed-delivery header; the caller hands it to internal/delay.
 	ErrDelayed = errors.New("log: records carry a delayed-delivery header")
+	// ErrLegacyCodec: records a legacy (magic 0/1) reader was to get are
+	// compressed with zstd, which those formats cannot carry
+	// (UNSUPPORTED_COMPRESSION_TYPE).
+	ErrLegacyCodec = errors.New("log: compression codec has no legacy message format")
 
 	// Idempotent producer state (Kafka's ProducerAppendInfo checks).
 	ErrOutOfOrderSequence   = errors.New("log: out of order sequence number") // OUT_OF_ORDER_SEQUENCE_NUMBER

@@ -654,6 +654,41 @@ func (p *Partition) DecodeRecords(ctx context.Context, b []byte) (*batch.Decoded
 	return x, nil
 }
 
+// DownConvert appends to dst the records of the batches in records (a Read
+// of p) as a legacy message set of magic 0 or 1, for Fetch v0-v3
+// (batch.DownConvert): at most about limit bytes, the first batch whole.
+// A zstd first batch is ErrLegacyCodec; one that does not decode,
+// ErrCorruptMessage.
+func (p *Partition) DownConvert(ctx context.Context, dst, records []byte, magic int8, limit int) ([]byte, error) {
+	out, err := p.e.dec.DownConvert(ctx, dst, records, magic, limit, p.decompressedLimit())
+	if err != nil && ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if errors.Is(err, batch.ErrLegacyCodec) {
+		return out, fmt.Errorf("%w: %w", ErrLegacyCodec, err)
+	}
+	if err != nil {
+		return out, mapBatchErr(err)
+	}
+	return out, nil
+}
+
+// UpConvert turns a Produce v0-v2 message set of magic 0 or 1 into a
+// record batch to append (batch.UpConvert; magic 0 records, which have no
+// timestamp, get the append time), decompressing under the engine's budget
+// and p's size limit. A malformed set is
+// ErrCorruptMessage, one too large decompressed ErrMessageTooLarge.
+func (p *Partition) UpConvert(ctx context.Context, set []byte) ([]byte, error) {
+	b, err := p.e.dec.UpConvert(ctx, set, p.decompressedLimit(), p.e.nowMs())
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, mapBatchErr(err)
+	}
+	return b, nil
+}
+
 // Topic is the name of p's topic.
 func (p *Partition) Topic() string { return p.t.name }
 

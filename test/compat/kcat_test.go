@@ -64,10 +64,12 @@ type kcatJSON struct {
 	Payload   *string  `json:"payload"`
 }
 
-func kcatConsume(t testing.TB, kcat, addr, topic, from string, n int) []rec {
+// kcatConsume reads n records of partition 0 from from with kcat's JSON
+// output; extra are more kcat arguments (-X settings).
+func kcatConsume(t testing.TB, kcat, addr, topic, from string, n int, extra ...string) []rec {
 	t.Helper()
-	out := run(t, nil, 2*time.Minute, kcat, "-C", "-b", addr, "-t", topic, "-p", "0", "-o", from,
-		"-c", fmt.Sprint(n), "-e", "-J", "-q")
+	out := run(t, nil, 2*time.Minute, kcat, append([]string{"-C", "-b", addr, "-t", topic, "-p", "0", "-o", from,
+		"-c", fmt.Sprint(n), "-e", "-J", "-q"}, extra...)...)
 	var recs []rec
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 16<<20)

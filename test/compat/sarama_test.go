@@ -81,7 +81,7 @@ func saramaProduce(t testing.TB, addr, topic string, v sarama.KafkaVersion, code
 	defer p.Close()
 	msgs := make([]*sarama.ProducerMessage, len(recs))
 	for i, r := range recs {
-		m := &sarama.ProducerMessage{Topic: topic, Partition: r.Partition}
+		m := &sarama.ProducerMessage{Topic: topic, Partition: r.Partition, Timestamp: r.Timestamp}
 		if r.Key != nil {
 			m.Key = sarama.ByteEncoder(r.Key)
 		}

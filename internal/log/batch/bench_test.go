@@ -70,3 +70,77 @@ func BenchmarkValidateCompressed(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDownConvert is what a Fetch v0-v3 answer costs the broker: a
+// 1,000-record batch of 1 KiB JSON-like values (as BenchmarkValidateCompressed)
+// converted to a magic 1 message set, decompressing and, for a compressed
+// batch, compressing again with its codec. MB/s is of the batch as stored.
+func BenchmarkDownConvert(b *testing.B) {
+	recs := make([]kmsg.Record, 1000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range recs {
+		v := make([]byte, 0, 1200)
+		for len(v) < 1024 {
+			v = fmt.Appendf(v, `{"ts":%d,"level":"info","user":"u%06d","order":"%016x","amount":%d.%02d}`,
+				1_700_000_000_000+rng.Int64N(1e9), rng.IntN(1e6), rng.Uint64(), rng.IntN(1000), rng.IntN(100))
+		}
+		recs[i].Key = fmt.Appendf(nil, "k%d", i)
+		recs[i].Value = v[:1024]
+	}
+	for _, codec := range []int8{0, 1, 2, 3} {
+		bt, err := Build(codec, 1_700_000_000_000, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(codecName(codec), func(b *testing.B) {
+			d := NewDecompressor(0)
+			var out []byte
+			b.SetBytes(int64(len(bt)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if out, err = d.DownConvert(context.Background(), out[:0], bt, 1, 64<<20, 32<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(out))/float64(len(bt)), "out/in")
+		})
+	}
+}
+
+// BenchmarkUpConvert is what an old producer's Produce v2 costs before
+// validation: the BenchmarkDownConvert batch as a magic 1 message set
+// turned back into a record batch (decompressing and compressing again for
+// a compressed set). MB/s is of the set as sent.
+func BenchmarkUpConvert(b *testing.B) {
+	recs := make([]kmsg.Record, 1000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range recs {
+		v := make([]byte, 0, 1200)
+		for len(v) < 1024 {
+			v = fmt.Appendf(v, `{"ts":%d,"level":"info","user":"u%06d","order":"%016x","amount":%d.%02d}`,
+				1_700_000_000_000+rng.Int64N(1e9), rng.IntN(1e6), rng.Uint64(), rng.IntN(1000), rng.IntN(100))
+		}
+		recs[i].Key = fmt.Appendf(nil, "k%d", i)
+		recs[i].Value = v[:1024]
+	}
+	for _, codec := range []int8{0, 1, 2, 3} {
+		bt, err := Build(codec, 1_700_000_000_000, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		set, err := NewDecompressor(0).DownConvert(context.Background(), nil, bt, 1, 64<<20, 32<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(codecName(codec), func(b *testing.B) {
+			d := NewDecompressor(0)
+			b.SetBytes(int64(len(set)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.UpConvert(context.Background(), set, 32<<20, 1_700_000_000_000); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

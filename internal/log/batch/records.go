@@ -213,6 +213,20 @@ func compressorFor(codec int8) (kgo.Compressor, error) {
 	return c, nil
 }
 
+// compress compresses raw with codec (1-4) into a new slice.
+func compress(codec int8, raw []byte) ([]byte, error) {
+	comp, err := compressorFor(codec)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	out, used := comp.Compress(&buf, raw)
+	if used != kgo.CompressionCodecType(codec) {
+		return nil, fmt.Errorf("%w: compressing with %s failed", ErrCorrupt, codecName(codec))
+	}
+	return append([]byte(nil), out...), nil
+}
+
 // Rebuild encodes a batch that keeps h's header fields (base offset, last
 // offset delta, producer fields, attributes and codec) but holds only recs,
 // whose OffsetDelta and TimestampDelta64 must be relative to h. maxTimestamp
@@ -245,14 +259,9 @@ func Rebuild(h Header, recs []kmsg.Record) ([]byte, error) {
 		maxTS = h.MaxTimestamp
 	}
 	if c := h.Codec(); c != 0 {
-		comp, err := compressorFor(c)
+		out, err := compress(c, b[HeaderSize:])
 		if err != nil {
 			return nil, err
-		}
-		var buf bytes.Buffer
-		out, used := comp.Compress(&buf, b[HeaderSize:])
-		if used != kgo.CompressionCodecType(c) {
-			return nil, fmt.Errorf("%w: recompress with codec %d failed", ErrCorrupt, c)
 		}
 		b = append(b[:HeaderSize], out...)
 	}

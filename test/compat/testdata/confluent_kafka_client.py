@@ -42,7 +42,8 @@ def fail(msg):
 
 
 def conf(c):
-    """c plus the SASL settings SLUICE_TEST_SASL asks for."""
+    """c plus the SASL settings SLUICE_TEST_SASL asks for, pinned to the
+    Kafka version SLUICE_TEST_OLD_VERSION names (e.g. 0.10.0), if set."""
     spec = os.environ.get("SLUICE_TEST_SASL")
     ca = os.environ.get("SLUICE_TEST_TLS_CA")
     if spec:
@@ -51,6 +52,10 @@ def conf(c):
                   "sasl.username": user, "sasl.password": password})
     if ca:
         c.update({"security.protocol": "SASL_SSL" if spec else "SSL", "ssl.ca.location": ca})
+    old = os.environ.get("SLUICE_TEST_OLD_VERSION")
+    if old:
+        # Pin librdkafka to an old broker's protocol (no ApiVersions).
+        c.update({"api.version.request": False, "broker.version.fallback": old})
     return c
 
 

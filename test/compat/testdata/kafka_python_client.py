@@ -44,6 +44,7 @@ def produce(bootstrap, topic, codec):
     records = json.load(sys.stdin)
     p = KafkaProducer(
         **sasl(),
+        **pinned(),
         bootstrap_servers=bootstrap,
         compression_type=None if codec == "none" else codec,
         acks="all",
@@ -68,9 +69,16 @@ def produce(bootstrap, topic, codec):
     print(json.dumps(reports))
 
 
+def pinned():
+    """api_version for SLUICE_TEST_OLD_VERSION (e.g. 0.10.0), if set."""
+    old = os.environ.get("SLUICE_TEST_OLD_VERSION")
+    return {"api_version": tuple(int(x) for x in old.split("."))} if old else {}
+
+
 def consumer(bootstrap):
     return KafkaConsumer(
         **sasl(),
+        **pinned(),
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
