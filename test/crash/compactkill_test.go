@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +37,11 @@ func TestCompactionKilled(t *testing.T) {
 		"delete.retention.ms":       "0",
 		"min.compaction.lag.ms":     "0",
 	})
+
+	// The map must be the 1 MiB asked for, not the budget's share.
+	if lg, err := os.ReadFile(p.LogPath()); err != nil || !strings.Contains(string(lg), "compact_map_mb=1\n") {
+		t.Fatalf("the broker's start line does not name a 1 MiB key map (%v)", err)
+	}
 
 	const keys, rounds = 40_000, 6
 	type entry struct {
