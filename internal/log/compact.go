@@ -29,7 +29,9 @@ import (
 // chunk at a time; it passes again while dirty data is left. pc (nil:
 // none) paces its reads, writes and decoding.
 func (p *Partition) compact(ctx context.Context, pc *pacer) (due bool, err error) {
-	return p.compactWith(ctx, pc, &compactBufs{})
+	bufs := &compactBufs{}
+	defer bufs.release()
+	return p.compactWith(ctx, pc, bufs)
 }
 
 // compactBufs is the memory of compaction passes: the key map and the
@@ -39,6 +41,13 @@ type compactBufs struct {
 	m   keyMap
 	out []byte
 	r   *scanReader
+}
+
+// release frees the key map (nil: nothing); the rest goes with bufs.
+func (b *compactBufs) release() {
+	if b != nil {
+		b.m.release()
+	}
 }
 
 // compactWith is compact with bufs.

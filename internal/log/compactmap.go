@@ -15,10 +15,18 @@ import (
 // Two keys with the same 16-byte digest would be taken for one (the older
 // record of either could be dropped); SHA-256 makes that as unlikely as a
 // collision of random 128-bit values, which Kafka accepts with MD5.
+//
+// A map made by reset (the clean loop's, shared by a round's passes) of at
+// least offHeapSlotBytes is allocated outside the Go heap where the OS
+// allows (slots_linux.go): the collector's target (gc_percent, 400 by
+// default) lets the heap grow to five times what is live, so a 32 MiB map
+// on the heap let the process grow by some 160 MiB while it was in use;
+// outside it, it costs its own size. release gives it back.
 type keyMap struct {
 	slots []keySlot
-	n     int // slots in use
-	limit int // n at the load factor
+	n     int    // slots in use
+	limit int    // n at the load factor
+	free  func() // gives slots back (nil: on the Go heap)
 }
 
 type keySlot struct {
@@ -36,28 +44,45 @@ const keyMapLoad = 0.9
 // newKeyMap makes a map of at most maxBytes, and no larger than records
 // keys need (an upper bound on the distinct keys of the range to map), so
 // that a small partition's pass does not allocate the whole buffer.
+// Its slots are on the Go heap.
 func newKeyMap(maxBytes, records int64) *keyMap {
-	m := &keyMap{}
-	m.reset(maxBytes, records)
-	return m
+	n := mapSlots(maxBytes, records)
+	return &keyMap{slots: make([]keySlot, n), limit: max(int(float64(n)*keyMapLoad), 1)}
+}
+
+// mapSlots is the slot count of a map of at most maxBytes for records keys.
+func mapSlots(maxBytes, records int64) int64 {
+	n := maxBytes / keySlotBytes
+	if want := int64(float64(records)/keyMapLoad) + 1; want < n {
+		n = want
+	}
+	return max(n, 2)
 }
 
 // reset empties m and sizes it as newKeyMap does, reusing its slots if
 // they are enough: the passes over one partition share one map.
 func (m *keyMap) reset(maxBytes, records int64) {
-	n := maxBytes / keySlotBytes
-	if want := int64(float64(records)/keyMapLoad) + 1; want < n {
-		n = want
-	}
-	n = max(n, 2)
+	n := mapSlots(maxBytes, records)
 	if int64(cap(m.slots)) >= n {
 		m.slots = m.slots[:n]
 		clear(m.slots)
 	} else {
-		m.slots = make([]keySlot, n)
+		m.release()
+		m.slots, m.free = allocSlots(int(n))
 	}
 	m.n, m.limit = 0, max(int(float64(n)*keyMapLoad), 1)
 }
+
+// release gives the slots back; m is empty and unsized afterwards.
+func (m *keyMap) release() {
+	if m.free != nil {
+		m.free()
+	}
+	m.slots, m.free, m.n, m.limit = nil, nil, 0, 0
+}
+
+// offHeapSlotBytes is the least map allocated outside the Go heap.
+const offHeapSlotBytes = 1 << 20
 
 // capacity is the most keys the map holds at all.
 func (m *keyMap) capacity() int { return len(m.slots) - 1 }

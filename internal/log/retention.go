@@ -91,6 +91,7 @@ func (e *Engine) cleanPartitions(ctx context.Context, compact bool) {
 	if compact {
 		pc = e.newPacer(ctx, e.cfg.CompactBytesPerSec)
 		bufs = &compactBufs{}
+		defer bufs.release() // the key map may be outside the heap
 	} else {
 		pc = e.newPacer(ctx, 0)
 	}

@@ -145,10 +145,6 @@ func TestCompaction(t *testing.T) {
 	})
 
 	const keys, rounds, size = 50, 60, 1024 // ~3 MiB of overwrites
-	type entry struct {
-		offset int64
-		value  []byte // nil: tombstone
-	}
 	var recs []*kgo.Record
 	for r := 0; r < rounds; r++ {
 		for k := 0; k < keys; k++ {
@@ -167,45 +163,18 @@ func TestCompaction(t *testing.T) {
 	produceAll(t, p.Addr(), recs)
 
 	produced := map[int64]*kgo.Record{}
-	latest := map[string]entry{}
+	latest := map[string]keyLatest{}
 	for i, r := range recs {
 		if r.Offset != int64(i) {
 			t.Fatalf("record %d acknowledged at offset %d", i, r.Offset)
 		}
 		produced[r.Offset] = r
-		latest[string(r.Key)] = entry{r.Offset, r.Value}
+		latest[string(r.Key)] = keyLatest{r.Offset, r.Value}
 	}
 
 	check := func(stage string, got []*kgo.Record) {
 		t.Helper()
-		state := map[string]entry{}
-		for i, r := range got {
-			pr, ok := produced[r.Offset]
-			if !ok || !bytes.Equal(pr.Key, r.Key) || !bytes.Equal(pr.Value, r.Value) || (pr.Value == nil) != (r.Value == nil) {
-				t.Fatalf("%s: record at offset %d (key %q) is not the one produced at that offset", stage, r.Offset, r.Key)
-			}
-			if i > 0 && r.Offset <= got[i-1].Offset {
-				t.Fatalf("%s: offset %d after %d", stage, r.Offset, got[i-1].Offset)
-			}
-			state[string(r.Key)] = entry{r.Offset, r.Value}
-		}
-		for key, want := range latest {
-			have, ok := state[key]
-			if want.value == nil {
-				if ok && have.value != nil {
-					t.Errorf("%s: deleted key %s replays to a value from offset %d", stage, key, have.offset)
-				}
-				continue
-			}
-			if !ok || have.offset != want.offset {
-				t.Errorf("%s: key %s replays to offset %d (present %v), want its latest at %d", stage, key, have.offset, ok, want.offset)
-			}
-		}
-		for key := range state {
-			if _, ok := latest[key]; !ok {
-				t.Errorf("%s: unknown key %s", stage, key)
-			}
-		}
+		checkCompacted(t, stage, got, produced, latest)
 	}
 
 	var got []*kgo.Record
@@ -238,4 +207,49 @@ func TestCompaction(t *testing.T) {
 
 	p.Restart()
 	check("after restart", testbroker.ReadAll(t, p.Addr(), topic)[0])
+}
+
+// keyLatest is a key's last record as produced: its offset and value (nil:
+// a tombstone).
+type keyLatest struct {
+	offset int64
+	value  []byte
+}
+
+// checkCompacted checks that got, a partition read from its start, is a
+// compacted version of what was produced: each record is the one produced
+// at its offset, offsets only grow, every key replays to its latest value
+// at its latest offset, no deleted key replays to a value, and no key
+// unknown to latest appears. It returns the replayed state.
+func checkCompacted(t *testing.T, stage string, got []*kgo.Record, produced map[int64]*kgo.Record, latest map[string]keyLatest) map[string]keyLatest {
+	t.Helper()
+	state := map[string]keyLatest{}
+	for i, r := range got {
+		pr, ok := produced[r.Offset]
+		if !ok || !bytes.Equal(pr.Key, r.Key) || !bytes.Equal(pr.Value, r.Value) || (pr.Value == nil) != (r.Value == nil) {
+			t.Fatalf("%s: record at offset %d (key %q) is not the one produced at that offset", stage, r.Offset, r.Key)
+		}
+		if i > 0 && r.Offset <= got[i-1].Offset {
+			t.Fatalf("%s: offset %d after %d", stage, r.Offset, got[i-1].Offset)
+		}
+		state[string(r.Key)] = keyLatest{r.Offset, r.Value}
+	}
+	for key, want := range latest {
+		have, ok := state[key]
+		if want.value == nil {
+			if ok && have.value != nil {
+				t.Errorf("%s: deleted key %s replays to a value from offset %d", stage, key, have.offset)
+			}
+			continue
+		}
+		if !ok || have.offset != want.offset {
+			t.Errorf("%s: key %s replays to offset %d (present %v), want its latest at %d", stage, key, have.offset, ok, want.offset)
+		}
+	}
+	for key := range state {
+		if _, ok := latest[key]; !ok {
+			t.Errorf("%s: unknown key %s", stage, key)
+		}
+	}
+	return state
 }
