@@ -31,7 +31,8 @@ var staticFS embed.FS
 
 // Console serves /ui/.
 type Console struct {
-	api    http.Handler // the admin API, without its authentication
+	api      http.Handler // the admin API, without its authentication
+	registry http.Handler // the schema registry's REST API; nil: off
 	guard  *adminapi.Guard
 	logger *slog.Logger
 	pages  map[string]*template.Template
@@ -55,9 +56,10 @@ const cookieName = "sluice_session"
 
 // New returns the console over the admin API handler api (which must not
 // authenticate itself: the console does, and passes the principal in the
-// request context) and the listener's guard.
-func New(api http.Handler, guard *adminapi.Guard, logger *slog.Logger) (*Console, error) {
-	c := &Console{api: api, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{}}
+// request context), the schema registry's REST handler (nil when the
+// registry is off) and the listener's guard.
+func New(api, registry http.Handler, guard *adminapi.Guard, logger *slog.Logger) (*Console, error) {
+	c := &Console{api: api, registry: registry, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{}}
 	c.key = make([]byte, 32)
 	if _, err := rand.Read(c.key); err != nil {
 		return nil, err
@@ -232,6 +234,11 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 // call runs one admin API request in process as s's principal and decodes
 // a 2xx JSON answer into out; otherwise it returns the API's message.
 func (c *Console) call(r *http.Request, s *session, method, path string, body any, out any) (int, error) {
+	return c.callOn(c.api, r, s, method, path, body, out)
+}
+
+// callOn is call against handler h.
+func (c *Console) callOn(h http.Handler, r *http.Request, s *session, method, path string, body any, out any) (int, error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -245,14 +252,18 @@ func (c *Console) call(r *http.Request, s *session, method, path string, body an
 		return 0, err
 	}
 	req.RemoteAddr = r.RemoteAddr
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	c.api.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	if rec.code >= 300 {
 		var e struct {
-			Error string `json:"error"`
+			Error   string `json:"error"`
+			Message string `json:"message"` // the schema registry's
 		}
-		if json.Unmarshal(rec.body.Bytes(), &e) == nil && e.Error != "" {
-			return rec.code, fmt.Errorf("%s", e.Error)
+		if json.Unmarshal(rec.body.Bytes(), &e) == nil && (e.Error != "" || e.Message != "") {
+			return rec.code, fmt.Errorf("%s", e.Error+e.Message)
 		}
 		return rec.code, fmt.Errorf("%s %s: %d", method, path, rec.code)
 	}

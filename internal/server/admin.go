@@ -43,6 +43,9 @@ type adminRoutes struct {
 	md      meta.Store
 	node    int32
 	host    string // advertised host, for a wildcard admin address
+	// registry is the schema registry's REST API for the console (nil:
+	// the registry is off).
+	registry http.Handler
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -104,7 +107,7 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))
-	con, err := console.New(mux, g, s.logger.With("component", "console"))
+	con, err := console.New(mux, r.registry, g, s.logger.With("component", "console"))
 	if err != nil {
 		aln.Close()
 		return err

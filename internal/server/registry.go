@@ -164,3 +164,12 @@ func registryTLS(cfg config.Config, specs []config.Listener) (server, client *tl
 	}
 	return server, client, nil
 }
+
+// handler is the registry's REST API without authentication, for the
+// console, which logs its users in itself; nil when the registry is off.
+func (r *schemaRegistry) handler() http.Handler {
+	if r == nil {
+		return nil
+	}
+	return r.reg.Handler(nil)
+}

@@ -469,14 +469,6 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 
 	guard := adminGuard(lspecs, creds, authz)
-	if cfg.AdminListen != "" {
-		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b}); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
 	if cfg.SchemaRegistry.Listen != "" {
 		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry")}
 		if glue != nil {
@@ -486,6 +478,14 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 			s.registry, err = startRegistry(ctx, cfg.SchemaRegistry.Listen, d)
 		}
 		if err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.AdminListen != "" {
+		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler()}); err != nil {
 			s.Close()
 			return nil, err
 		}

@@ -3,8 +3,11 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,6 +221,46 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("dead letters:\n%s", d)
 	}
 	screenshot(t, ctx, "deadletters")
+
+	// Schemas: two versions of a subject, their diff, and a compatibility
+	// check of a candidate that breaks it.
+	reg := "http://" + b.RegistryAddr()
+	for _, schema := range []string{
+		`{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}`,
+		`{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":"string","default":""}]}`,
+	} {
+		body, _ := json.Marshal(map[string]string{"schema": schema})
+		resp, err := http.Post(reg+"/subjects/web-orders-value/versions", "application/vnd.schemaregistry.v1+json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("register: %s", resp.Status)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"schemas"), chromedp.WaitVisible(chromedp.CSS("#subjects"))); err != nil {
+		t.Fatal(err)
+	}
+	if sub := text(t, ctx, "#subjects"); !strings.Contains(sub, "web-orders-value\t2") {
+		t.Fatalf("subjects:\n%s", sub)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"schemas/web-orders-value?version=2&diff=1"), chromedp.WaitVisible(chromedp.CSS("#diff"))); err != nil {
+		t.Fatal(err)
+	}
+	if d := text(t, ctx, "#diff"); !strings.Contains(d, `+       "name": "note"`) {
+		t.Fatalf("diff of versions 1 and 2:\n%s", d)
+	}
+	screenshot(t, ctx, "schema")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#candidate"), `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"}]}`),
+		submit("#check-button", "#check-result"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if res := text(t, ctx, "#check-result"); !strings.Contains(res, "incompatible") {
+		t.Fatalf("compatibility check: %s", res)
+	}
 }
 
 // TestConsoleLogin: with SASL users the console asks for a login; a wrong
