@@ -101,6 +101,7 @@ const maxBody = 1 << 20
 //	DELETE /v1/topics/{topic}
 //	POST   /v1/topics/{topic}/partitions    {"count"}
 //	POST   /v1/topics/{topic}/configs       {"set": {"k": "v"}, "delete": ["k"]}
+//	POST   /v1/topics/{topic}/records       (produce.go)
 //	GET    /v1/groups?search=S&offset=N&limit=N
 //	POST   /v1/groups/{group}/reset         (reset.go)
 func (c *Catalog) Handler() http.Handler {
@@ -111,6 +112,7 @@ func (c *Catalog) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/topics/{topic}", c.deleteTopic)
 	mux.HandleFunc("POST /v1/topics/{topic}/partitions", c.addPartitions)
 	mux.HandleFunc("POST /v1/topics/{topic}/configs", c.alterConfigs)
+	mux.HandleFunc("POST /v1/topics/{topic}/records", c.produceRecord)
 	mux.HandleFunc("GET /v1/groups", c.listGroups)
 	mux.HandleFunc("POST /v1/groups/{group}/reset", c.resetOffsets)
 	return mux

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/catalog"
@@ -50,6 +51,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/topics/{topic}", c.withSession(c.topic))
 	mux.HandleFunc("POST /ui/topics/{topic}/delete", c.withSession(c.deleteTopic))
 	mux.HandleFunc("POST /ui/topics/{topic}/configs", c.withSession(c.alterConfigs))
+	mux.HandleFunc("POST /ui/topics/{topic}/produce", c.withSession(c.produce))
 	mux.HandleFunc("POST /ui/topics/{topic}/partitions", c.withSession(c.addPartitions))
 	mux.HandleFunc("GET /ui/groups", c.withSession(c.groups))
 	mux.HandleFunc("GET /ui/groups/{group}", c.withSession(c.group))
@@ -151,6 +153,8 @@ type topicData struct {
 	Partition int32
 	Offset    int64
 	Key       string
+	Tail      bool
+	Produced  string
 	Records   []trace.Record
 	Truncated string
 	BrowseErr string
@@ -171,6 +175,10 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
 	p, _ := strconv.ParseInt(q.Get("partition"), 10, 32)
 	d.Partition = int32(min(max(p, 0), int64(max(d.Topic.Partitions-1, 0))))
 	d.Key = q.Get("key")
+	d.Tail = q.Get("tail") == "1"
+	if o := q.Get("produced"); o != "" {
+		d.Produced = fmt.Sprintf("produced to partition %d at offset %s", d.Partition, o)
+	}
 	tq := url.Values{"topic": {name}, "limit": {strconv.Itoa(browseLimit)}}
 	if d.Key != "" {
 		tq.Set("key", d.Key)
@@ -277,4 +285,29 @@ func (c *Console) topicWithError(w http.ResponseWriter, r *http.Request, s *sess
 	var d topicData
 	c.call(r, s, "GET", "/v1/topics/"+url.PathEscape(name), nil, &d.Topic)
 	c.page(w, s, http.StatusBadRequest, "topic", name, d, err)
+}
+
+// produce writes one test record (POST /v1/topics/{topic}/records).
+func (c *Console) produce(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("topic")
+	p, _ := strconv.Atoi(r.PostFormValue("partition"))
+	body := map[string]any{"partition": p, "value": r.PostFormValue("value")}
+	if k := r.PostFormValue("key"); k != "" {
+		body["key"] = k
+	}
+	headers := map[string]string{}
+	for _, line := range strings.Split(r.PostFormValue("headers"), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && k != "" {
+			headers[k] = v
+		}
+	}
+	body["headers"] = headers
+	var res struct {
+		Offset int64 `json:"offset"`
+	}
+	if _, err := c.call(r, s, "POST", "/v1/topics/"+url.PathEscape(name)+"/records", body, &res); err != nil {
+		c.topicWithError(w, r, s, name, fmt.Errorf("producing: %w", err))
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/ui/topics/%s?partition=%d&produced=%d", url.PathEscape(name), p, res.Offset), http.StatusSeeOther)
 }

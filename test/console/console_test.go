@@ -121,6 +121,32 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("message browser shows:\n%s", m)
 	}
 	screenshot(t, ctx, "topic")
+	// A test record from the form lands in the partition asked for.
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#produce-partition"), "1"),
+		chromedp.SetValue(chromedp.CSS("#produce-key"), "console-key"),
+		chromedp.SetValue(chromedp.CSS("#produce-value"), "from the console"),
+		chromedp.SetValue(chromedp.CSS("#produce-headers"), "source=console"),
+		submit("#produce-button", "#produced"),
+	); err != nil {
+		t.Fatalf("producing from the console: %v", err)
+	}
+	if m := text(t, ctx, "#messages"); !strings.Contains(m, "from the console") || !strings.Contains(m, "source=console") {
+		t.Fatalf("the produced record is not shown:\n%s", m)
+	}
+	// Live tail: a record produced after the page loaded shows up on it.
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"topics/web-orders?partition=1&tail=1"), chromedp.WaitVisible(chromedp.CSS("#messages"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(rctx, &kgo.Record{Partition: 1, Value: []byte("tailed record")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 30*time.Second, "the tail shows the new record", func() error {
+		if m := text(t, ctx, "#messages"); !strings.Contains(m, "tailed record") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#config-key"), "retention.ms"),
 		chromedp.SetValue(chromedp.CSS("#config-value"), "3600000"),
