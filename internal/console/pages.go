@@ -222,6 +222,11 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request, s *session) {
 	c.page(w, s, http.StatusOK, "groups", "Consumer groups", d, err)
 }
 
+type groupData struct {
+	lag.GroupLag
+	LagChart, SecondsChart chart
+}
+
 func (c *Console) group(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("group")
 	var g lag.GroupLag
@@ -229,7 +234,10 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request, s *session) {
 	if err != nil {
 		g.Group = name
 	}
-	c.page(w, s, code, "group", "Group "+name, g, err)
+	d := groupData{GroupLag: g,
+		LagChart:     lagChart(g.History, func(p lag.Point) float64 { return float64(p.Lag) }, "records"),
+		SecondsChart: lagChart(g.History, func(p lag.Point) float64 { return p.LagSeconds }, "s")}
+	c.page(w, s, code, "group", "Group "+name, d, err)
 }
 
 func (c *Console) diagnose(w http.ResponseWriter, r *http.Request, s *session) {

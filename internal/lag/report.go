@@ -49,6 +49,9 @@ type GroupLag struct {
 	// Assignments lists the members and their partitions (only when asked
 	// for one group).
 	Assignments []Member `json:"assignments,omitempty"`
+	// History is the group's total lag sampled every 10 s over the last
+	// hour, oldest first (only when asked for one group).
+	History []Point `json:"history,omitempty"`
 }
 
 // Report judges every group this broker coordinates, worst first; with
@@ -80,6 +83,7 @@ func (t *Tracker) Report(only string, withWindow bool) ([]GroupLag, error) {
 			Commits: t.commitCount(g.Group), WindowSize: t.cfg.Window, Partitions: make([]PartitionLag, 0, len(g.Offsets))}
 		if withWindow {
 			gl.Assignments = g.Members
+			gl.History = t.History(g.Group)
 		}
 		for _, o := range g.Offsets {
 			pl := t.judge(g.Group, o, now, withWindow)

@@ -108,6 +108,7 @@ type Tracker struct {
 	groups  map[string]map[tp]*window
 	windows int
 	commits map[string]int64 // commits observed per group, for the commit rate
+	history map[string][]Point
 }
 
 // NewTracker returns a tracker reading offsets from log and the groups
