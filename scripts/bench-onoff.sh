@@ -1,5 +1,5 @@
 #!/bin/bash
-# onoff.sh BIN RECORDS "FLAGS_ON" "FLAGS_OFF" PAIRS: produce-only, one broker per run, alternating
+# bench-onoff.sh BIN RECORDS "FLAGS_ON" "FLAGS_OFF" PAIRS: produce-only, one broker per run, alternating
 bin=$1; n=$2; on=$3; off=$4; pairs=${5:-3}
 run() {
   dir=$(mktemp -d); port=$((20000 + RANDOM % 10000)); admin=$((port+1))

@@ -58,16 +58,20 @@ type Producer struct {
 
 // Config sizes the recorder.
 type Config struct {
-	NodeID            int32
-	FlushInterval     time.Duration
-	MaxEdges          int
-	MaxProducers      int
-	ProducerRetention time.Duration
+	NodeID        int32
+	FlushInterval time.Duration
+	// LastSeenGranularity is how far a known edge's last-seen time must
+	// move before it is written again (default 5 minutes).
+	LastSeenGranularity time.Duration
+	MaxEdges            int
+	MaxProducers        int
+	ProducerRetention   time.Duration
 }
 
 // DefaultConfig is what the broker uses.
 func DefaultConfig() Config {
-	return Config{FlushInterval: 30 * time.Second, MaxEdges: 100_000, MaxProducers: 200_000, ProducerRetention: 7 * 24 * time.Hour}
+	return Config{FlushInterval: 30 * time.Second, LastSeenGranularity: 5 * time.Minute, MaxEdges: 100_000, MaxProducers: 200_000,
+		ProducerRetention: 7 * 24 * time.Hour}
 }
 
 // key identifies an edge; its string form (escaped fields joined by '/')
@@ -152,8 +156,9 @@ type Recorder struct {
 	producers map[int64]*Producer
 	pdirty    map[int64]bool
 
-	stop chan struct{}
-	done chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	running atomic.Bool // Run was started: Close waits for it
 }
 
 const prefix = "lineage/"
@@ -175,6 +180,9 @@ func New(ctx context.Context, cfg Config, store meta.Store, logger *slog.Logger)
 	}
 	if cfg.ProducerRetention <= 0 {
 		cfg.ProducerRetention = def.ProducerRetention
+	}
+	if cfg.LastSeenGranularity <= 0 {
+		cfg.LastSeenGranularity = def.LastSeenGranularity
 	}
 	r := &Recorder{cfg: cfg, store: store, logger: logger, now: time.Now, edges: map[key]*entry{},
 		producers: map[int64]*Producer{}, pdirty: map[int64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
@@ -297,6 +305,7 @@ func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Run flushes every FlushInterval until Close.
 func (r *Recorder) Run() {
+	r.running.Store(true)
 	defer close(r.done)
 	t := time.NewTicker(r.cfg.FlushInterval)
 	defer t.Stop()
@@ -322,7 +331,9 @@ func (r *Recorder) Close() error {
 	default:
 	}
 	close(r.stop)
-	<-r.done
+	if r.running.Load() {
+		<-r.done
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return r.Flush(ctx)
@@ -343,7 +354,11 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	r.mu.RLock()
 	for k, e := range r.edges {
 		last := e.last.Load()
-		if last == e.flushed.Load() {
+		// A new edge is written at once; a known one only once its
+		// last-seen time has moved by LastSeenGranularity, so that busy
+		// edges do not rewrite the metadata store (etcd in a cluster)
+		// every interval.
+		if f := e.flushed.Load(); last == f || (f != 0 && last-f < r.cfg.LastSeenGranularity.Milliseconds()) {
 			continue
 		}
 		v, _ := json.Marshal(seenTimes{e.first.Load(), last})
