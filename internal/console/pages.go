@@ -56,6 +56,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/groups", c.withSession(c.groups))
 	mux.HandleFunc("GET /ui/groups/{group}", c.withSession(c.group))
 	mux.HandleFunc("GET /ui/groups/{group}/diagnose", c.withSession(c.diagnose))
+	mux.HandleFunc("POST /ui/groups/{group}/reset", c.withSession(c.resetOffsets))
 	mux.HandleFunc("GET /ui/lineage", c.withSession(c.lineage))
 	mux.HandleFunc("GET /ui/delays", c.withSession(c.delays))
 	mux.HandleFunc("GET /ui/schemas", c.withSession(c.schemas))
@@ -225,6 +226,14 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request, s *session) {
 type groupData struct {
 	lag.GroupLag
 	LagChart, SecondsChart chart
+	Reset                  *resetPlan
+}
+
+// resetPlan is a reset's answer, shown on the group page.
+type resetPlan struct {
+	Topic  string          `json:"topic"`
+	DryRun bool            `json:"dry_run"`
+	Resets []catalog.Reset `json:"resets"`
 }
 
 func (c *Console) group(w http.ResponseWriter, r *http.Request, s *session) {
@@ -234,10 +243,40 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request, s *session) {
 	if err != nil {
 		g.Group = name
 	}
-	d := groupData{GroupLag: g,
+	c.page(w, s, code, "group", "Group "+name, c.groupView(g, nil), err)
+}
+
+func (c *Console) groupView(g lag.GroupLag, plan *resetPlan) groupData {
+	return groupData{GroupLag: g, Reset: plan,
 		LagChart:     lagChart(g.History, func(p lag.Point) float64 { return float64(p.Lag) }, "records"),
 		SecondsChart: lagChart(g.History, func(p lag.Point) float64 { return p.LagSeconds }, "s")}
-	c.page(w, s, code, "group", "Group "+name, d, err)
+}
+
+// resetOffsets plans (dry run) or commits a reset of the group's offsets
+// of one topic (POST /v1/groups/{group}/reset).
+func (c *Console) resetOffsets(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("group")
+	body := map[string]any{"topic": r.PostFormValue("topic"), "to": r.PostFormValue("to"), "dry_run": r.PostFormValue("execute") == ""}
+	if o, err := strconv.ParseInt(r.PostFormValue("offset"), 10, 64); err == nil {
+		body["offset"] = o
+	}
+	if ts := r.PostFormValue("timestamp"); ts != "" {
+		if t, err := time.Parse(time.RFC3339, ts); err == nil {
+			body["timestamp_ms"] = t.UnixMilli()
+		}
+	}
+	var plan resetPlan
+	_, err := c.call(r, s, "POST", "/v1/groups/"+url.PathEscape(name)+"/reset", body, &plan)
+	var g lag.GroupLag
+	c.call(r, s, "GET", "/v1/lag/"+url.PathEscape(name), nil, &g)
+	if g.Group == "" {
+		g.Group = name
+	}
+	var shown *resetPlan
+	if err == nil {
+		shown = &plan
+	}
+	c.page(w, s, http.StatusOK, "group", "Group "+name, c.groupView(g, shown), err)
 }
 
 func (c *Console) diagnose(w http.ResponseWriter, r *http.Request, s *session) {

@@ -187,6 +187,31 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("lag shown %q after catching up, want 0", lag)
 	}
 	screenshot(t, ctx, "group")
+	// Reset offsets: a dry run shows the plan and moves nothing; then commit it.
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#reset-topic"), "web-orders"),
+		submit("#reset-button", "#reset-plan"),
+	); err != nil {
+		t.Fatalf("reset dry run: %v", err)
+	}
+	if p := text(t, ctx, "#reset-plan"); !strings.Contains(p, "Dry run") || !strings.Contains(p, "0\t20\t0") {
+		t.Fatalf("dry-run plan:\n%s", p)
+	}
+	if lag := text(t, ctx, "#group-lag"); lag != "0" {
+		t.Fatalf("a dry run moved the group: lag %q", lag)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#reset-topic"), "web-orders"),
+		chromedp.Click(chromedp.CSS("#reset-execute")),
+		submit("#reset-button", "#reset-plan"),
+	); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	// Every partition moves to its start: 20 records in partition 0, the
+	// console's test record and the tailed one in partition 1.
+	if lag := text(t, ctx, "#group-lag"); lag != "22" {
+		t.Fatalf("after the reset to earliest the lag is %q, want 22", lag)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.CSS("#health"))); err != nil {
 		t.Fatal(err)
 	}
