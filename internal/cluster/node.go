@@ -120,11 +120,11 @@ type Node struct {
 	// claims paces acquisitions (Config.ClaimRate).
 	claims *rate.Limiter
 
-	mu         sync.Mutex
-	cur        *session // the liveness session; nil while there is none (lost, not yet rejoined)
-	hold       *holding // the holding our leaderships belong to; nil only once closed
-	gen        uint64   // holding generation counter
-	closing    bool
+	mu      sync.Mutex
+	cur     *session // the liveness session; nil while there is none (lost, not yet rejoined)
+	hold    *holding // the holding our leaderships belong to; nil only once closed
+	gen     uint64   // holding generation counter
+	closing bool
 	// healthySince is when the current session last became valid
 	// (n.now; zero while it is not): other holdings whose liveness ended
 	// while this node saw etcd answering it are fenced without waiting
@@ -133,15 +133,15 @@ type Node struct {
 	holderGone   map[int64]time.Time // holdings without a broker key: since when (n.now)
 	fencing      map[int64]bool      // holdings being fenced by an action of ours
 	fenceLost    bool                // the watch showed our own fence deleted
-	view       view
-	parts      map[TopicPartition]*part
-	want       map[TopicPartition]struct{}
-	wantTopics map[string][]int32                    // want by topic, partitions sorted
-	prefer     map[TopicPartition][]int32            // preferred replicas of some of want
-	assigned   map[string]map[string]map[int32]int32 // placementLocked's cache: broker set, topic
-	owned      map[TopicPartition]*tenure            // our leader keys in the current session
-	dropped    map[TopicPartition]*tenure            // relinquished, still to release and delete
-	ctrlBusy   bool
+	view         view
+	parts        map[TopicPartition]*part
+	want         map[TopicPartition]struct{}
+	wantTopics   map[string][]int32                    // want by topic, partitions sorted
+	prefer       map[TopicPartition][]int32            // preferred replicas of some of want
+	assigned     map[string]map[string]map[int32]int32 // placementLocked's cache: broker set, topic
+	owned        map[TopicPartition]*tenure            // our leader keys in the current session
+	dropped      map[TopicPartition]*tenure            // relinquished, still to release and delete
+	ctrlBusy     bool
 	// Settling after a (re)join: until settleUntil only partitions in
 	// prevHeld (held in the lost session) or whose last leader was this
 	// broker are acquired (joinSettle).

@@ -13,7 +13,7 @@ import (
 // store; every decision taken on it is checked again by a compare.
 type view struct {
 	synced  bool
-	rev     int64 // the store revision the view is at (its last event or snapshot)
+	rev     int64            // the store revision the view is at (its last event or snapshot)
 	members map[int32]member // registered brokers, but for those leaving
 	regs    map[int32]reg    // every broker key, leaving or not
 	leaders map[TopicPartition]leaderView
