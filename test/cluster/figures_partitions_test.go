@@ -292,10 +292,19 @@ func (f *partFigures) sample() partSample {
 type promText map[string]float64
 
 func (f *partFigures) scrape(i int) promText {
-	resp, err := f.http.Get("http://" + f.c.AdminAddr(i) + "/metrics")
+	m, err := scrapeProm(f.http, f.c.AdminAddr(i))
 	if err != nil {
 		f.t.Logf("scraping broker %d: %v", testcluster.NodeID(i), err)
 		return nil
+	}
+	return m
+}
+
+// scrapeProm reads the /metrics page of the admin listener at addr.
+func scrapeProm(hc *http.Client, addr string) (promText, error) {
+	resp, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	m := promText{}
@@ -316,7 +325,7 @@ func (f *partFigures) scrape(i int) promText {
 		}
 	}
 	io.Copy(io.Discard, resp.Body)
-	return m
+	return m, sc.Err()
 }
 
 // sum adds the series of metric name whose labels contain every filter.
