@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -294,6 +295,14 @@ func (n *Node) planLocked(now time.Time) []action {
 	return pc.acts
 }
 
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // planHoldings deposes the holdings of other brokers that no broker key
 // has vouched for long enough (fenceHolding). A broker whose session ends
 // because etcd stalled registers a new session for its holding as soon as
@@ -317,9 +326,14 @@ func (pc *planCtx) planHoldings() {
 			gone = now
 			n.holderGone[h] = gone
 		}
+		// Deposed at once if our own lease was valid throughout the TTL
+		// before (etcd answered us; the holding's broker is dead, paused
+		// or cut off); otherwise once we have been reaching etcd for
+		// TakeoverGrace since it went, so that a flapping etcd never
+		// counts against a broker trying to come back.
 		due := gone
-		if n.healthySince.IsZero() || n.healthySince.After(gone.Add(-n.cfg.LeaseTTL)) {
-			due = gone.Add(n.cfg.TakeoverGrace)
+		if hs := cmp.Or(n.healthySince, now); hs.After(gone.Add(-n.cfg.LeaseTTL)) {
+			due = maxTime(gone, hs).Add(n.cfg.TakeoverGrace)
 		}
 		if now.Before(due) || n.fencing[h] {
 			continue

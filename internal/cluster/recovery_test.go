@@ -107,6 +107,46 @@ func TestEtcdPause(t *testing.T) {
 	}
 }
 
+// TestEtcdPauseDeadBroker: a broker dies while etcd is paused. When etcd
+// runs again every session has expired; the two survivors register again
+// and keep their partitions, and, their own leases having lapsed too, give
+// the dead broker TakeoverGrace to come back before they depose its
+// holding and take its partitions over.
+func TestEtcdPauseDeadBroker(t *testing.T) {
+	c := newClusterOn(t, etcdtest.StartProcess(t), 2*time.Second, 30)
+	nodes := []*testNode{c.start(1), c.start(2), c.start(3)}
+	eventually(t, settle, "every partition led", func() error { return c.settled(nodes) })
+	before := c.leaders(nodes[0])
+
+	c.srv.Pause(t)
+	c.kill(nodes[2])
+	time.Sleep(c.ttl + time.Second)
+	c.srv.Resume(t)
+	rest := nodes[:2]
+	eventually(t, settle, "the dead broker's partitions taken over", func() error { return c.settled(rest) })
+	after := c.leaders(nodes[0])
+	for tp, l := range before {
+		switch {
+		case l.Broker == 3 && (after[tp].Broker == 3 || after[tp].Epoch <= l.Epoch):
+			t.Errorf("%v: %+v before, %+v after", tp, l, after[tp])
+		case l.Broker != 3 && after[tp] != l && !c.movedByBalance(tp, l, after[tp]):
+			t.Errorf("%v: %+v before, %+v after: a survivor's partition moved", tp, l, after[tp])
+		}
+	}
+	for _, tn := range rest {
+		if _, f := tn.rec.releases(); f != 0 {
+			t.Errorf("broker %d: %d partitions released fenced", tn.id, f)
+		}
+	}
+}
+
+// movedByBalance reports whether tp moving from one survivor to the other
+// is the bounded-load placement over the two of them (a graceful hand-off
+// after the third broker's partitions were placed), not a fence.
+func (c *testCluster) movedByBalance(tp TopicPartition, was, now Leadership) bool {
+	return now.Broker != 3 && now.Epoch > was.Epoch && assign(c.partSet(), nil, []int32{1, 2})[tp] == now.Broker
+}
+
 // sessions returns the session each node's broker key names (0: none).
 func (c *testCluster) sessions(nodes []*testNode) map[int32]int64 {
 	out := map[int32]int64{}
