@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluice-mq/sluice/internal/meta"
 )
 
@@ -559,4 +561,27 @@ func TestSetTopic(t *testing.T) {
 	})
 	c.parts = kept
 	eventually(t, settle, "the rest settled", func() error { return c.check(nodes) })
+}
+
+// TestClaimPacing: a broker that must claim more partitions than its claim
+// rate allows at once claims them in bursts, the rest waiting in
+// sluice_cluster_claims_waiting, and ends up leading them all.
+func TestClaimPacing(t *testing.T) {
+	c := newCluster(t, 2*time.Second, 120)
+	tn, err := c.tryStart(1, func(cfg *Config) { cfg.ClaimRate = 40 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var most float64
+	eventually(t, settle, "every partition led", func() error {
+		most = max(most, testutil.ToFloat64(tn.node.m.claimsWaiting))
+		return c.check([]*testNode{tn})
+	})
+	if most == 0 {
+		t.Errorf("120 claims at 40 a second (bursts of 40): none was seen waiting")
+	}
+	if w := testutil.ToFloat64(tn.node.m.claimsWaiting); w != 0 {
+		t.Errorf("%v claims still waiting with every partition led", w)
+	}
+	t.Logf("at most %v claims seen waiting", most)
 }
