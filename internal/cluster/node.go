@@ -133,6 +133,7 @@ type Node struct {
 	holderGone   map[int64]time.Time // holdings without a broker key: since when (n.now)
 	fencing      map[int64]bool      // holdings being fenced by an action of ours
 	fenceLost    bool                // the watch showed our own fence deleted
+	leaderless   int                 // wanted partitions without a leader at the last full pass
 	view         view
 	parts        map[TopicPartition]*part
 	want         map[TopicPartition]struct{}

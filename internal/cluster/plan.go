@@ -261,9 +261,11 @@ func (n *Node) planLocked(now time.Time) []action {
 		for tp := range n.owned {
 			pc.plan(tp)
 		}
+		pc.leaderless = 0
 		for tp := range n.want {
 			pc.plan(tp)
 		}
+		n.leaderless = pc.leaderless
 		for tp, lv := range n.view.leaders {
 			if lv.Broker == self {
 				pc.plan(tp)
@@ -365,11 +367,26 @@ type planCtx struct {
 	self           int32
 	live, eligible placement
 	acts           []action
+	leaderless     int // wanted partitions without a leader seen by this pass
 }
 
 func (pc *planCtx) add(a action) {
 	a.p.busy = true
 	pc.acts = append(pc.acts, a)
+}
+
+// fallbackDelay is how long a partition stays leaderless before a broker
+// that is not its desired owner claims it: twice the lease, plus twice
+// the time the claim rate needs for every leaderless partition of the
+// last full pass, so that a desired owner working through a take-over of
+// thousands of partitions at its paced rate is not raced for them.
+// n.mu is held.
+func (n *Node) fallbackDelay() time.Duration {
+	d := 2*n.cfg.LeaseTTL + time.Millisecond
+	if r := n.cfg.ClaimRate; r > 0 {
+		d += time.Duration(2 * float64(n.leaderless) / r * float64(time.Second))
+	}
+	return d
 }
 
 // later has tp looked at again at due (it is waiting for time to pass);
@@ -434,6 +451,7 @@ func (pc *planCtx) plan(tp TopicPartition) {
 		if p.leaderlessSince.IsZero() {
 			p.leaderlessSince = now
 		}
+		pc.leaderless++
 		if p.busy {
 			return
 		}
@@ -454,7 +472,7 @@ func (pc *planCtx) plan(tp TopicPartition) {
 			return
 		}
 		desired := pc.live.owner(tp)
-		fallbackAt := p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
+		fallbackAt := p.leaderlessSince.Add(n.fallbackDelay())
 		fallback := desired != self && now.After(fallbackAt)
 		if desired == self || fallback {
 			pc.add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})
