@@ -133,7 +133,7 @@ type Node struct {
 	holderGone   map[int64]time.Time // holdings without a broker key: since when (n.now)
 	fencing      map[int64]bool      // holdings being fenced by an action of ours
 	fenceLost    bool                // the watch showed our own fence deleted
-	leaderless   int                 // wanted partitions without a leader at the last full pass
+	lastClaim    map[int64]time.Time // when the watch last showed a claim by each holding (n.now)
 	view         view
 	parts        map[TopicPartition]*part
 	want         map[TopicPartition]struct{}
@@ -223,6 +223,7 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 		cfg: cfg, md: md, batch: meta.NewBatcher(md), leaser: leaser, watcher: watcher, h: h,
 		claims:        newClaimLimiter(cfg.ClaimRate),
 		holderGone:    map[int64]time.Time{},
+		lastClaim:     map[int64]time.Time{},
 		fencing:       map[int64]bool{},
 		log:           cfg.Logger.With("broker", cfg.BrokerID),
 		now:           cfg.Now,

@@ -261,11 +261,9 @@ func (n *Node) planLocked(now time.Time) []action {
 		for tp := range n.owned {
 			pc.plan(tp)
 		}
-		pc.leaderless = 0
 		for tp := range n.want {
 			pc.plan(tp)
 		}
-		n.leaderless = pc.leaderless
 		for tp, lv := range n.view.leaders {
 			if lv.Broker == self {
 				pc.plan(tp)
@@ -297,14 +295,6 @@ func (n *Node) planLocked(now time.Time) []action {
 	return pc.acts
 }
 
-// maxTime is the later of a and b.
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // planHoldings deposes the holdings of other brokers that no broker key
 // has vouched for long enough (fenceHolding). A broker whose session ends
 // because etcd stalled registers a new session for its holding as soon as
@@ -330,12 +320,12 @@ func (pc *planCtx) planHoldings() {
 		}
 		// Deposed at once if our own lease was valid throughout the TTL
 		// before (etcd answered us; the holding's broker is dead, paused
-		// or cut off); otherwise once we have been reaching etcd for
-		// TakeoverGrace since it went, so that a flapping etcd never
-		// counts against a broker trying to come back.
+		// or cut off); otherwise TakeoverGrace after gone, which is a
+		// moment we reached etcd (this runs only then): the time that
+		// broker has had to come back since etcd answers again.
 		due := gone
 		if hs := cmp.Or(n.healthySince, now); hs.After(gone.Add(-n.cfg.LeaseTTL)) {
-			due = maxTime(gone, hs).Add(n.cfg.TakeoverGrace)
+			due = gone.Add(n.cfg.TakeoverGrace)
 		}
 		if now.Before(due) || n.fencing[h] {
 			continue
@@ -346,6 +336,11 @@ func (pc *planCtx) planHoldings() {
 	for h := range n.holderGone {
 		if _, ok := n.view.fences[h]; !ok {
 			delete(n.holderGone, h)
+		}
+	}
+	for h := range n.lastClaim {
+		if _, ok := n.view.fences[h]; !ok {
+			delete(n.lastClaim, h)
 		}
 	}
 }
@@ -367,7 +362,6 @@ type planCtx struct {
 	self           int32
 	live, eligible placement
 	acts           []action
-	leaderless     int // wanted partitions without a leader seen by this pass
 }
 
 func (pc *planCtx) add(a action) {
@@ -375,18 +369,24 @@ func (pc *planCtx) add(a action) {
 	pc.acts = append(pc.acts, a)
 }
 
-// fallbackDelay is how long a partition stays leaderless before a broker
-// that is not its desired owner claims it: twice the lease, plus twice
-// the time the claim rate needs for every leaderless partition of the
-// last full pass, so that a desired owner working through a take-over of
-// thousands of partitions at its paced rate is not raced for them.
-// n.mu is held.
-func (n *Node) fallbackDelay() time.Duration {
-	d := 2*n.cfg.LeaseTTL + time.Millisecond
-	if r := n.cfg.ClaimRate; r > 0 {
-		d += time.Duration(2 * float64(n.leaderless) / r * float64(time.Second))
+// fallbackAt is when a broker that is not p's desired owner may claim it:
+// once it has been leaderless for twice the lease, but, while the watch
+// shows the desired owner claiming other partitions (working through a
+// paced take-over of thousands), not before the owner has been idle for
+// twice the lease, nor later than fallbackHold after p became
+// leaderless (an owner that keeps failing Acquire also claims). n.mu is
+// held.
+func (n *Node) fallbackAt(p *part, desired int32) time.Time {
+	at := p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
+	if r, ok := n.view.regs[desired]; ok {
+		if busy := n.lastClaim[r.holder].Add(2 * n.cfg.LeaseTTL); at.Before(busy) {
+			at = busy
+			if limit := p.leaderlessSince.Add(fallbackHold(n.cfg.LeaseTTL)); limit.Before(at) {
+				at = limit
+			}
+		}
 	}
-	return d
+	return at
 }
 
 // later has tp looked at again at due (it is waiting for time to pass);
@@ -451,7 +451,6 @@ func (pc *planCtx) plan(tp TopicPartition) {
 		if p.leaderlessSince.IsZero() {
 			p.leaderlessSince = now
 		}
-		pc.leaderless++
 		if p.busy {
 			return
 		}
@@ -472,7 +471,7 @@ func (pc *planCtx) plan(tp TopicPartition) {
 			return
 		}
 		desired := pc.live.owner(tp)
-		fallbackAt := p.leaderlessSince.Add(n.fallbackDelay())
+		fallbackAt := n.fallbackAt(p, desired)
 		fallback := desired != self && now.After(fallbackAt)
 		if desired == self || fallback {
 			pc.add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})

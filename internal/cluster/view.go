@@ -157,6 +157,10 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 			n.applyPutLocked(ev.Key, ev.Value, ev.Version, n.now(), n.view.members, false)
 		}
 		switch {
+		case strings.HasPrefix(ev.Key, epochsPrefix) && ev.Kind == meta.WatchPut:
+			if tp, ok := parseEpochKey(ev.Key); ok && n.view.epochs[tp].session != 0 {
+				n.lastClaim[n.view.epochs[tp].session] = n.now() // a claim by that holding (fallbackAt)
+			}
 		case strings.HasPrefix(ev.Key, leadersPrefix):
 			if tp, ok := parseLeaderKey(ev.Key); ok {
 				n.markDirty(tp)
