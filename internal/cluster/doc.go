@@ -71,9 +71,9 @@
 // its share in one step. Placement counts the live brokers and those
 // whose holding stands without a session (registering again after a
 // stall), so nothing moves while they come back. A partition left
-// leaderless for 2*LeaseTTL (its desired owner keeps failing Acquire, or
-// is stuck; an owner seen claiming others waits up to 10*LeaseTTL) may be
-// taken by any broker.
+// leaderless for 2*LeaseTTL (its desired owner is stuck; 10*LeaseTTL if
+// the owner was seen claiming since: it is working through a paced
+// take-over, or keeps failing Acquire) may be taken by any broker.
 //
 // # Lease validity and stalls
 //

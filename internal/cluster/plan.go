@@ -370,23 +370,16 @@ func (pc *planCtx) add(a action) {
 }
 
 // fallbackAt is when a broker that is not p's desired owner may claim it:
-// once it has been leaderless for twice the lease, but, while the watch
-// shows the desired owner claiming other partitions (working through a
-// paced take-over of thousands), not before the owner has been idle for
-// twice the lease, nor later than fallbackHold after p became
-// leaderless (an owner that keeps failing Acquire also claims). n.mu is
-// held.
+// once it has been leaderless for twice the lease, or, if the watch has
+// shown the desired owner claiming any partition since p lost its leader
+// (it is alive, working through a paced take-over of thousands, or
+// failing this one's Acquire), once it has been leaderless for
+// fallbackHold. n.mu is held.
 func (n *Node) fallbackAt(p *part, desired int32) time.Time {
-	at := p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
-	if r, ok := n.view.regs[desired]; ok {
-		if busy := n.lastClaim[r.holder].Add(2 * n.cfg.LeaseTTL); at.Before(busy) {
-			at = busy
-			if limit := p.leaderlessSince.Add(fallbackHold(n.cfg.LeaseTTL)); limit.Before(at) {
-				at = limit
-			}
-		}
+	if r, ok := n.view.regs[desired]; ok && n.lastClaim[r.holder].After(p.leaderlessSince) {
+		return p.leaderlessSince.Add(fallbackHold(n.cfg.LeaseTTL))
 	}
-	return at
+	return p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
 }
 
 // later has tp looked at again at due (it is waiting for time to pass);
