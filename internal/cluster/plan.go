@@ -403,6 +403,9 @@ func (pc *planCtx) plan(tp TopicPartition) {
 	}
 	if t := n.owned[tp]; t != nil {
 		p := n.partLocked(tp)
+		// Led (by us): a hand-off later starts a new leaderless spell,
+		// whose fallback counts from then, not from before our claim.
+		p.leaderlessSince = time.Time{}
 		if p.busy || !t.ready {
 			return
 		}
