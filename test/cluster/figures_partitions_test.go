@@ -36,6 +36,7 @@ const (
 	partsSettleEnv  = "SLUICE_PARTITIONS_SETTLE"   // also measure idle this long after the load (e.g. 6m)
 	partsLeaseEnv   = "SLUICE_PARTITIONS_LEASE"    // the brokers' lease TTL (default: the broker's default)
 	partsPauseEnv   = "SLUICE_PARTITIONS_PAUSE"    // pause etcd this long under a light load (default 10s; 0: skip)
+	partsClaimEnv   = "SLUICE_PARTITIONS_CLAIMS"   // the brokers' --claim-rate (default: the broker's default)
 )
 
 // TestClusterFiguresPartitions measures cluster mode with many partitions:
@@ -717,14 +718,21 @@ func firstLine(err error) string {
 	return msg
 }
 
-// leaseArgs returns the --lease-ttl flag SLUICE_PARTITIONS_LEASE asks for.
+// leaseArgs returns the --lease-ttl and --claim-rate flags
+// SLUICE_PARTITIONS_LEASE and SLUICE_PARTITIONS_CLAIMS ask for.
 func leaseArgs(t *testing.T) []string {
-	v := os.Getenv(partsLeaseEnv)
-	if v == "" {
-		return nil
+	var args []string
+	if v := os.Getenv(partsLeaseEnv); v != "" {
+		if _, err := time.ParseDuration(v); err != nil {
+			t.Fatalf("%s: %v", partsLeaseEnv, err)
+		}
+		args = append(args, "--lease-ttl", v)
 	}
-	if _, err := time.ParseDuration(v); err != nil {
-		t.Fatalf("%s: %v", partsLeaseEnv, err)
+	if v := os.Getenv(partsClaimEnv); v != "" {
+		if _, err := strconv.Atoi(v); err != nil {
+			t.Fatalf("%s: %v", partsClaimEnv, err)
+		}
+		args = append(args, "--claim-rate", v)
 	}
-	return []string{"--lease-ttl", v}
+	return args
 }
