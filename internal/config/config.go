@@ -153,7 +153,8 @@ type Cluster struct {
 	// session expired while they could not reach etcd either (an etcd
 	// stall) to register a new session and keep its partitions, before
 	// they take them over. A broker that dies while the others reach etcd
-	// loses its partitions at its lease's expiry. 0: the lease TTL.
+	// loses its partitions at its lease's expiry. 0: three times the
+	// lease TTL.
 	TakeoverGrace time.Duration `yaml:"takeover_grace"`
 	// ClaimRate bounds the partition leaderships a broker claims per
 	// second when it takes many over at once (a dead broker's share), so
