@@ -71,6 +71,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"etcd-prefix", "etcd.prefix", "prefix of every etcd key, so clusters can share an etcd"},
 	{"etcd-compaction-interval", "etcd.compaction_interval", "cluster mode: how often one broker compacts etcd's history to one interval ago (0: off, leave it to etcd's --auto-compaction-*)"},
 	{"lease-ttl", "cluster.lease_ttl", "cluster mode: how long after its last lease renewal a broker loses membership and leaderships"},
+	{"takeover-grace", "cluster.takeover_grace", "cluster mode: how long a broker whose session expired in an etcd stall has to come back before others take its partitions (0: three times the lease TTL)"},
+	{"claim-rate", "cluster.claim_rate", "cluster mode: partition leaderships a broker claims per second at most when taking many over (0: 2000; negative: no bound)"},
 	{"orphan-grace", "cluster.orphan_grace", "cluster mode: age at which an object never registered (its writer died) is deleted"},
 	{"inter-broker-listener", "cluster.inter_broker_listener", "cluster mode: the listener brokers send each other requests through (default PLAINTEXT)"},
 	{"inter-broker-user", "cluster.inter_broker_user", "cluster mode: name:password brokers log in with on a SASL inter-broker listener (prefer SLUICE_CLUSTER_INTER_BROKER_USER)"},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Pauses before a partition is looked at again.
@@ -186,7 +188,9 @@ const (
 	actVerify             // the view says our key is gone: check the store
 	actDrop               // relinquished: release (fenced) and delete the key
 	actOrphan             // a key of ours we do not hold: delete it
+	actStale              // a deposed holding's key of a partition nobody wants: delete it
 	actClaimController
+	actFenceHolding // depose a holding no broker key vouches for
 )
 
 type action struct {
@@ -195,6 +199,11 @@ type action struct {
 	p        *part
 	t        *tenure
 	fallback bool
+	// actFenceHolding: the holding, its broker and that broker's key
+	// version as the view shows it.
+	holder    int64
+	broker    int32
+	brokerVer int64
 }
 
 // reconcileLoop plans and starts actions on every change and every tick.
@@ -237,6 +246,13 @@ func (n *Node) noteValidity() {
 	if !changed {
 		return
 	}
+	n.mu.Lock()
+	if valid {
+		n.healthySince = n.now()
+	} else {
+		n.healthySince = time.Time{}
+	}
+	n.mu.Unlock()
 	if valid {
 		n.mu.Lock()
 		n.fullPass = true
@@ -255,14 +271,21 @@ func (n *Node) run(a action) {
 	defer n.actWG.Done()
 	defer n.kick()
 	defer n.finish(a)
+	if a.kind == actAcquire && !n.paceClaim() {
+		return
+	}
 	select {
 	case n.sem <- struct{}{}:
 	case <-n.ctx.Done():
 		return
 	}
 	defer func() { <-n.sem }()
-	if a.kind == actClaimController {
+	switch a.kind {
+	case actClaimController:
 		n.claimController()
+		return
+	case actFenceHolding:
+		n.fenceHolding(a)
 		return
 	}
 	a.p.op.Lock()
@@ -280,7 +303,29 @@ func (n *Node) run(a action) {
 		n.drop(n.ctx, a.p, a.t)
 	case actOrphan:
 		n.deleteOrphan(a.p, a.tp)
+	case actStale:
+		n.deleteStale(a.p, a.tp)
 	}
+}
+
+// paceClaim waits for the claim rate (Config.ClaimRate): a broker that
+// takes over thousands of partitions at once (a dead broker's share, or
+// its own after being deposed) claims them in batches at a bounded rate,
+// so that etcd, which every broker's produce path also needs, is never
+// flooded. False if the node closes meanwhile.
+func (n *Node) paceClaim() bool {
+	n.m.claimsWaiting.Inc()
+	defer n.m.claimsWaiting.Dec()
+	return n.claims.Wait(n.ctx) == nil
+}
+
+// newClaimLimiter is the limiter of Config.ClaimRate (after defaults):
+// bursts of up to maxActions claims, or one second's worth if fewer.
+func newClaimLimiter(perSecond float64) *rate.Limiter {
+	if perSecond < 0 {
+		return rate.NewLimiter(rate.Inf, 0)
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, min(maxActions, int(perSecond))))
 }
 
 func (n *Node) finish(a action) {
@@ -290,7 +335,10 @@ func (n *Node) finish(a action) {
 		a.p.busy = false
 		n.markDirty(a.tp)
 	}
-	if a.kind == actClaimController {
+	switch a.kind {
+	case actClaimController:
 		n.ctrlBusy = false
+	case actFenceHolding:
+		delete(n.fencing, a.holder)
 	}
 }

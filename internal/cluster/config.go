@@ -33,6 +33,15 @@ var (
 // any stall of itself or of etcd longer than about 0.9 TTL.
 const DefaultLeaseTTL = 3 * time.Second
 
+// DefaultClaimRate is Config.ClaimRate's default: partition claims a
+// broker starts per second. Two brokers taking over a dead one's 33,000
+// partitions claim them in about 8 s; etcd sees a few hundred small
+// transactions a second from each, since concurrent claims share them.
+const DefaultClaimRate = 2000
+
+// DefaultTakeoverGrace is Config.TakeoverGrace's default, in leases.
+const DefaultTakeoverGrace = 3
+
 // Config configures a Node.
 type Config struct {
 	BrokerID int32
@@ -46,6 +55,23 @@ type Config struct {
 	// renewing it loses both this long after its last renewal. etcd rounds
 	// it up to whole seconds. Zero is DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// TakeoverGrace is how long a holding that no broker key vouches for
+	// any more is left alone before another broker deposes it and takes
+	// its partitions over, when etcd may have been what ended its
+	// session (this node could not reach etcd either, within a lease TTL
+	// before): the time a broker whose session expired in an etcd stall
+	// has to register a new one and keep its partitions. Zero is
+	// DefaultTakeoverGrace times LeaseTTL: after a stall every broker
+	// registers again at about the same moment, but on a loaded etcd the
+	// last one was seen up to 3.9 s after the first (3 s lease). A broker
+	// that dies while the others reach etcd is
+	// deposed at once.
+	TakeoverGrace time.Duration
+	// ClaimRate bounds the partition claims this broker starts per
+	// second (each is two small etcd transactions, shared with other
+	// claims, plus the partition's load). Zero is DefaultClaimRate;
+	// negative is no bound.
+	ClaimRate float64
 	// RebalanceDelay is how long a new broker must have been a member (as
 	// this node saw it) before existing leaders hand partitions to it.
 	// Leaderless partitions go to it at once.
@@ -89,6 +115,8 @@ func (c Config) Validate() error {
 		return bad("LeaseTTL", "%s is negative", c.LeaseTTL)
 	case c.RebalanceDelay < 0:
 		return bad("RebalanceDelay", "%s is negative", c.RebalanceDelay)
+	case c.TakeoverGrace < 0:
+		return bad("TakeoverGrace", "%s is negative", c.TakeoverGrace)
 	}
 	return nil
 }
@@ -96,6 +124,12 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.TakeoverGrace == 0 {
+		c.TakeoverGrace = DefaultTakeoverGrace * c.LeaseTTL
+	}
+	if c.ClaimRate == 0 {
+		c.ClaimRate = DefaultClaimRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

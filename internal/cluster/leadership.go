@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/meta"
@@ -16,9 +17,12 @@ import (
 // makes the leadership visible to IsLeader.
 func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	n.mu.Lock()
-	cur := n.cur
-	_, led := n.view.leaders[tp]
-	ok := cur != nil && !n.closing && n.owned[tp] == nil && n.dropped[tp] == nil && n.wantsLocked(tp) && !led
+	cur, h := n.cur, n.hold
+	_, led := n.view.liveLeader(tp)
+	// A leader key of a deposed holding (its fence gone) is stale: the
+	// claim replaces it.
+	stale, keyed := n.view.leaders[tp]
+	ok := cur != nil && h != nil && !n.closing && n.owned[tp] == nil && n.dropped[tp] == nil && n.wantsLocked(tp) && !led
 	n.mu.Unlock()
 	if !ok {
 		return
@@ -29,24 +33,25 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		n.log.Error("not acquiring a partition the handler still holds", "topic", tp.Topic, "partition", tp.Partition)
 		return
 	}
-	ctx := cur.ctx
+	ctx := h.ctx
 	lk, ek := leaderKey(tp), epochKey(tp)
 
 	// The epoch key as the watch shows it: its compare makes sure it is
 	// still that (a view that lags loses the race and tries again).
 	n.mu.Lock()
 	ev := n.view.epochs[tp]
-	// The previous session's fence, if the view still has it: the watch
-	// shows it created before that session's claim of this epoch, so a
-	// fence missing from the view is gone for good (the session ended).
-	bump := ev.session != 0 && n.view.fences[ev.session]
+	// The previous holding's fence, if the view still has it: the watch
+	// shows it created before that holding's claim of this epoch, so a
+	// fence missing from the view is gone for good (the holding ended).
+	_, bump := n.view.fences[ev.session]
+	bump = bump && ev.session != 0
 	var floor int64
 	switch {
 	case ev.version == 0:
 		floor = 1 // never led: nothing to see
 	case ev.session != 0 && !bump:
-		// The view is past the end of the previous holder's session,
-		// and so past anything it registered.
+		// The view is past the end of the previous holding, and so
+		// past anything it registered.
 		floor = max(n.view.rev, 1)
 	}
 	n.mu.Unlock()
@@ -55,31 +60,38 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 		return
 	}
 	next := ev.epoch + 1
-	// Step 1, without the session: the epoch key must outlive it. It
-	// bumps the fence of the session that claimed the previous epoch, so
-	// that nothing that session still registers under its leadership
-	// lands after this claim (docs/cluster-keys.md, "Fencing").
-	cmps := []meta.Compare{{Key: lk}, {Key: ek, Version: ev.version}}
-	ops := []meta.Op{meta.Put(ek, encodeEpoch(next, cur.s.ID()))}
+	// Step 1: the epoch. It bumps the fence of the holding that claimed
+	// the previous epoch, so that nothing that holding still registers
+	// under its leadership lands after this claim (docs/cluster-keys.md,
+	// "Fencing"), and deletes a stale leader key.
+	var staleVer int64
+	ops := []meta.Op{meta.Put(ek, encodeEpoch(next, h.id))}
+	if keyed {
+		staleVer = stale.version
+		ops = append(ops, meta.Delete(lk))
+	}
+	cmps := []meta.Compare{{Key: lk, Version: staleVer}, {Key: ek, Version: ev.version}}
+	base := ops
 	if bump {
-		ops = append(ops, meta.Bump(fenceKey(ev.session)))
+		ops = append(slices.Clip(ops), meta.Bump(fenceKey(ev.session)))
 	}
 	err := n.batch.Txn(ctx, cmps, ops...)
-	if errors.Is(err, meta.ErrNotFound) && len(ops) > 1 {
-		// That session has ended: its fence is gone, and with it every
+	if errors.Is(err, meta.ErrNotFound) && bump {
+		// That holding has ended: its fence is gone, and with it every
 		// compare on it.
-		err = n.batch.Txn(ctx, cmps, ops[0])
+		err = n.batch.Txn(ctx, cmps, base...)
 	}
 	if err != nil {
 		n.pause(p, tp, "claiming an epoch", err)
 		return
 	}
-	t := &tenure{tp: tp, epoch: next, epochVer: ev.version + 1, session: cur.s.ID(), gen: cur.gen,
+	t := &tenure{tp: tp, epoch: next, epochVer: ev.version + 1, holder: h.id, gen: h.gen,
 		since: n.now(), fallback: fallback, floor: floor}
-	// Step 2: the leader key, on the session, only if nobody claimed a
-	// later epoch or the leadership in between.
-	err = n.batch.TxnWithSession(ctx, cur.s, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},
-		meta.Put(lk, encode(leaderValue{Broker: n.cfg.BrokerID, Epoch: next, Session: t.session})))
+	// Step 2: the leader key, only if nobody claimed a later epoch or
+	// the leadership in between. It hangs on no lease: the holding's
+	// fence, not the session, says whether it stands.
+	err = n.batch.Txn(ctx, []meta.Compare{{Key: lk}, {Key: ek, Version: t.epochVer}},
+		meta.Put(lk, encode(leaderValue{Broker: n.cfg.BrokerID, Epoch: next, Holder: t.holder})))
 	if err != nil && meta.IsRetriable(err) && n.isOurs(ctx, t) {
 		err = nil // applied although the answer was lost
 	}
@@ -89,7 +101,7 @@ func (n *Node) acquire(p *part, tp TopicPartition, fallback bool) {
 	}
 
 	n.mu.Lock()
-	ok = n.cur == cur && !n.closing
+	ok = n.hold == h && !n.closing
 	if ok {
 		n.owned[tp] = t
 		if lv, found := n.view.leaders[tp]; found && lv.Broker == n.cfg.BrokerID && lv.Epoch == next {
@@ -243,14 +255,17 @@ func (n *Node) drop(ctx context.Context, p *part, t *tenure) {
 	n.mu.Unlock()
 }
 
-// deleteOrphan deletes a leader key naming this broker that no tenure
-// holds: left by an earlier session whose lease has not expired yet, or by
-// a claim whose answer was lost.
+// deleteOrphan deletes a leader key naming this broker's holding that no
+// tenure holds: left by a claim whose answer was lost.
 func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
 	n.mu.Lock()
 	held := n.owned[tp] != nil || n.dropped[tp] != nil
+	var self int64
+	if n.hold != nil {
+		self = n.hold.id
+	}
 	n.mu.Unlock()
-	if held {
+	if held || self == 0 {
 		return
 	}
 	lk, ek := leaderKey(tp), epochKey(tp)
@@ -266,7 +281,7 @@ func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
 		return
 	}
 	var lv leaderValue
-	if json.Unmarshal(kv.Value, &lv) != nil || lv.Broker != n.cfg.BrokerID {
+	if json.Unmarshal(kv.Value, &lv) != nil || lv.Broker != n.cfg.BrokerID || lv.holder() != self {
 		return
 	}
 	ekv, err := n.md.Get(n.ctx, ek)
@@ -284,7 +299,7 @@ func (n *Node) deleteOrphan(p *part, tp TopicPartition) {
 	err = n.md.Txn(n.ctx, []meta.Compare{{Key: lk, Version: kv.Version}, {Key: ek, Version: ekv.Version}}, meta.Delete(lk))
 	switch {
 	case err == nil:
-		n.log.Info("deleted a leader key of an earlier session", "topic", tp.Topic, "partition", tp.Partition, "epoch", lv.Epoch)
+		n.log.Info("deleted a leader key of ours that no leadership holds", "topic", tp.Topic, "partition", tp.Partition, "epoch", lv.Epoch)
 		n.mu.Lock()
 		p.notBefore = n.now().Add(settlePause)
 		n.mu.Unlock()
@@ -321,7 +336,33 @@ func (n *Node) isOurs(ctx context.Context, t *tenure) bool {
 func (n *Node) matches(kv meta.KV, t *tenure) bool {
 	var lv leaderValue
 	return json.Unmarshal(kv.Value, &lv) == nil &&
-		lv.Broker == n.cfg.BrokerID && lv.Epoch == t.epoch && lv.Session == t.session
+		lv.Broker == n.cfg.BrokerID && lv.Epoch == t.epoch && lv.holder() == t.holder
+}
+
+// deleteStale deletes the leader key of a partition that is no longer in
+// the partition set and whose holding was deposed (a deleted topic whose
+// leader died): nobody claims it, so nobody would replace the key.
+func (n *Node) deleteStale(p *part, tp TopicPartition) {
+	n.mu.Lock()
+	lv, keyed := n.view.leaders[tp]
+	_, led := n.view.liveLeader(tp)
+	ev := n.view.epochs[tp]
+	ok := keyed && !led && !n.wantsLocked(tp)
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	// The epoch key does not move while a leader key exists: comparing
+	// it too makes sure this is the stale key, not one created since.
+	err := n.batch.Txn(n.ctx, []meta.Compare{{Key: leaderKey(tp), Version: lv.version}, {Key: epochKey(tp), Version: ev.version}},
+		meta.Delete(leaderKey(tp)))
+	if err != nil && !errors.Is(err, meta.ErrConflict) {
+		n.pause(p, tp, "deleting a stale leader key", err)
+		return
+	}
+	n.mu.Lock()
+	p.notBefore = n.now().Add(settlePause)
+	n.mu.Unlock()
 }
 
 // pause delays the partition's next action after a failed step: briefly
@@ -332,8 +373,8 @@ func (n *Node) pause(p *part, tp TopicPartition, what string, err error) {
 	case errors.Is(err, meta.ErrConflict):
 		d = conflictPause
 	case errors.Is(err, meta.ErrSessionDone), errors.Is(err, context.Canceled):
-		// The session ended or the node is closing: the session loop
-		// takes over, and the next session may try at once.
+		// The holding was deposed or the node is closing: the session
+		// loop takes over, and the next holding may try at once.
 		return
 	default:
 		n.log.Warn("cluster step failed; retrying later", "step", what, "topic", tp.Topic, "partition", tp.Partition, "err", err)

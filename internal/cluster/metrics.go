@@ -9,10 +9,14 @@ import (
 // metrics of a node: how many partitions it leads, how often leadership
 // moves, and what planning costs as the partition count grows.
 type metrics struct {
-	acquired   prometheus.Counter
-	released   prometheus.Counter
-	plans      prometheus.Counter
-	planSecond prometheus.Counter
+	acquired      prometheus.Counter
+	released      prometheus.Counter
+	plans         prometheus.Counter
+	planSecond    prometheus.Counter
+	claimsWaiting prometheus.Gauge
+	resumed       prometheus.Counter
+	deposed       prometheus.Counter
+	fenced        prometheus.Counter
 }
 
 func (n *Node) registerMetrics(reg prometheus.Registerer) {
@@ -24,11 +28,16 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) {
 		released:   prometheus.NewCounter(opts("partitions_released_total", "Partition leaderships this broker gave up or lost.")),
 		plans:      prometheus.NewCounter(opts("reconcile_passes_total", "Passes of the reconcile loop (each compares the whole view with what this broker holds).")),
 		planSecond: prometheus.NewCounter(opts("reconcile_seconds_total", "Time spent planning in the reconcile loop, holding the node's lock.")),
+		claimsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "cluster", Name: "claims_waiting",
+			Help: "Partition claims planned and waiting for the claim rate (cluster.claim_rate)."}),
+		resumed: prometheus.NewCounter(opts("sessions_resumed_total", "Sessions this broker lost and replaced with a new one while keeping every partition it led.")),
+		deposed: prometheus.NewCounter(opts("holdings_lost_total", "Times this broker found its holding deposed (its partitions taken over while it had no session) and released every partition.")),
+		fenced:  prometheus.NewCounter(opts("holdings_deposed_total", "Holdings of other brokers, gone from the membership, that this broker deposed so their partitions could be taken over.")),
 	}
 	if reg == nil {
 		return
 	}
-	reg.MustRegister(n.m.acquired, n.m.released, n.m.plans, n.m.planSecond,
+	reg.MustRegister(n.m.acquired, n.m.released, n.m.plans, n.m.planSecond, n.m.claimsWaiting, n.m.resumed, n.m.deposed, n.m.fenced,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: "cluster", Name: "partitions_led",
 			Help: "Partitions this broker leads and serves (Acquire done)."}, func() float64 {
 			n.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sluice-mq/sluice/internal/meta"
 )
 
@@ -115,20 +117,32 @@ type Node struct {
 
 	// live is cur for LeaseValid, read without mu on every request.
 	live atomic.Pointer[session]
+	// claims paces acquisitions (Config.ClaimRate).
+	claims *rate.Limiter
 
-	mu         sync.Mutex
-	cur        *session // nil while there is none (lost, not yet rejoined)
-	gen        uint64   // session generation counter
-	closing    bool
-	view       view
-	parts      map[TopicPartition]*part
-	want       map[TopicPartition]struct{}
-	wantTopics map[string][]int32                    // want by topic, partitions sorted
-	prefer     map[TopicPartition][]int32            // preferred replicas of some of want
-	assigned   map[string]map[string]map[int32]int32 // placementLocked's cache: broker set, topic
-	owned      map[TopicPartition]*tenure            // our leader keys in the current session
-	dropped    map[TopicPartition]*tenure            // relinquished, still to release and delete
-	ctrlBusy   bool
+	mu      sync.Mutex
+	cur     *session // the liveness session; nil while there is none (lost, not yet rejoined)
+	hold    *holding // the holding our leaderships belong to; nil only once closed
+	gen     uint64   // holding generation counter
+	closing bool
+	// healthySince is when the current session last became valid
+	// (n.now; zero while it is not): other holdings whose liveness ended
+	// while this node saw etcd answering it are fenced without waiting
+	// for TakeoverGrace.
+	healthySince time.Time
+	holderGone   map[int64]time.Time // holdings without a broker key: since when (n.now)
+	fencing      map[int64]bool      // holdings being fenced by an action of ours
+	fenceLost    bool                // the watch showed our own fence deleted
+	lastClaim    map[int64]time.Time // when the watch last showed a claim by each holding (n.now)
+	view         view
+	parts        map[TopicPartition]*part
+	want         map[TopicPartition]struct{}
+	wantTopics   map[string][]int32                    // want by topic, partitions sorted
+	prefer       map[TopicPartition][]int32            // preferred replicas of some of want
+	assigned     map[string]map[string]map[int32]int32 // placementLocked's cache: broker set, topic
+	owned        map[TopicPartition]*tenure            // our leader keys in the current session
+	dropped      map[TopicPartition]*tenure            // relinquished, still to release and delete
+	ctrlBusy     bool
 	// Settling after a (re)join: until settleUntil only partitions in
 	// prevHeld (held in the lost session) or whose last leader was this
 	// broker are acquired (joinSettle).
@@ -161,8 +175,8 @@ type tenure struct {
 	tp       TopicPartition
 	epoch    int32
 	epochVer int64 // version of the epoch key our claim wrote
-	session  int64
-	gen      uint64
+	holder   int64
+	gen      uint64 // of the holding
 	since    time.Time
 	fallback bool // taken although another broker was the desired owner
 	ready    bool // Acquire returned nil and no release started: IsLeader
@@ -207,6 +221,10 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 	crand.Read(nonce[:])
 	n := &Node{
 		cfg: cfg, md: md, batch: meta.NewBatcher(md), leaser: leaser, watcher: watcher, h: h,
+		claims:        newClaimLimiter(cfg.ClaimRate),
+		holderGone:    map[int64]time.Time{},
+		lastClaim:     map[int64]time.Time{},
+		fencing:       map[int64]bool{},
 		log:           cfg.Logger.With("broker", cfg.BrokerID),
 		now:           cfg.Now,
 		incarnation:   hex.EncodeToString(nonce[:]),
@@ -246,9 +264,10 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 		return nil, err
 	}
 	n.mu.Lock()
-	n.setCurLocked(cur)
+	n.setCurLocked(cur, true)
+	hold := n.hold
 	n.mu.Unlock()
-	n.announce(cur)
+	n.announce(hold)
 	// Answer Brokers with ourselves in it from the start (Metadata).
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		n.mu.Lock()
@@ -265,7 +284,7 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 	n.loopWG.Add(1)
 	go n.sessionLoop(cur)
 	go n.reconcileLoop(rctx)
-	n.log.Info("joined the cluster", "session", fmt.Sprintf("%x", cur.s.ID()), "lease_ttl", cur.s.TTL())
+	n.log.Info("joined the cluster", "session", fmt.Sprintf("%x", cur.s.ID()), "holding", fmt.Sprintf("%x", hold.id), "lease_ttl", cur.s.TTL())
 	return n, nil
 }
 
@@ -281,11 +300,13 @@ func (n *Node) Brokers() []Broker {
 	return out
 }
 
-// Leader returns tp's current leader as this node sees it (any broker).
+// Leader returns tp's current leader as this node sees it (any broker):
+// none while its last leader's holding is deposed and nobody claimed it
+// again.
 func (n *Node) Leader(tp TopicPartition) (Leadership, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	lv, ok := n.view.leaders[tp]
+	lv, ok := n.view.liveLeader(tp)
 	return lv.Leadership, ok
 }
 
@@ -295,7 +316,7 @@ func (n *Node) IsLeader(tp TopicPartition) (epoch int32, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.owned[tp]
-	if t == nil || !t.ready || n.cur == nil || n.cur.gen != t.gen || !n.LeaseValid() {
+	if t == nil || !t.ready || n.hold == nil || n.hold.gen != t.gen || !n.LeaseValid() {
 		return 0, false
 	}
 	return t.epoch, true
@@ -313,21 +334,28 @@ func (n *Node) LeaseValid() bool {
 	return s != nil && time.Now().Before(s.s.ValidUntil())
 }
 
-// setCurLocked makes s (nil: none) the current session. n.mu held.
-func (n *Node) setCurLocked(s *session) {
+// setCurLocked makes s (nil: none) the current session; fresh: it is the
+// first session of a new holding (the node just started or was deposed),
+// which settles first (joinSettle). n.mu held.
+func (n *Node) setCurLocked(s *session, fresh bool) {
 	n.cur = s
 	n.live.Store(s)
 	n.fullPass = true
+	n.healthySince = time.Time{}
 	if s != nil {
-		n.settleUntil = n.now().Add(joinSettle(n.cfg.LeaseTTL))
+		if fresh {
+			n.settleUntil = n.now().Add(joinSettle(n.cfg.LeaseTTL))
+		}
 		n.suspended = false
+		n.healthySince = n.now()
 	}
 }
 
-// announce tells Config.OnSession about a new session.
-func (n *Node) announce(s *session) {
-	if n.cfg.OnSession != nil {
-		n.cfg.OnSession(s.s.ID())
+// announce tells Config.OnSession about a new holding: the id a next
+// process passes as PreviousSession.
+func (n *Node) announce(h *holding) {
+	if n.cfg.OnSession != nil && h != nil {
+		n.cfg.OnSession(h.id)
 	}
 }
 
@@ -337,15 +365,18 @@ func (n *Node) Claimed(tp TopicPartition) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.owned[tp]
-	return t != nil && n.cur != nil && n.cur.gen == t.gen
+	return t != nil && n.hold != nil && n.hold.gen == t.gen
 }
 
 // FenceCompares returns compares that hold while this broker still holds
-// tp's leadership at the epoch it acquired, and that epoch: the session's
+// tp's leadership at the epoch it acquired, and that epoch: the holding's
 // fence key at its current version. Every claim of a partition this
-// session led bumps that key, so the compares fail from the moment any
-// other leadership of tp (or of another partition this session gave up)
-// is claimed; they may still hold between a hand-off's delete of the
+// holding led bumps that key, and a take-over of a deposed holding
+// deletes it, so the compares fail from the moment any other leadership
+// of tp (or of another partition this holding gave up) is claimed. They
+// do not depend on the liveness session: a registration that waited out
+// an etcd stall lands if nobody took the holding's partitions meanwhile.
+// They may still hold between a hand-off's delete of the
 // leader key and the next claim, which is harmless: that claim, and the
 // new leader's reads, come after. They are available from just before
 // Acquire until the hand-off starts deleting the leader key (so also
@@ -358,10 +389,10 @@ func (n *Node) FenceCompares(tp TopicPartition) (cmps []meta.Compare, epoch int3
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	t := n.owned[tp]
-	if t == nil || t.ending || n.cur == nil || n.cur.gen != t.gen {
+	if t == nil || t.ending || n.hold == nil || n.hold.gen != t.gen {
 		return nil, 0, false
 	}
-	return []meta.Compare{{Key: fenceKey(n.cur.s.ID()), Version: n.cur.fence}}, t.epoch, true
+	return []meta.Compare{{Key: fenceKey(n.hold.id), Version: n.hold.fence}}, t.epoch, true
 }
 
 // ListingFloor returns a store revision such that a listing read at or
@@ -381,20 +412,20 @@ func (n *Node) ListingFloor(tp TopicPartition) int64 {
 	return 0
 }
 
-// RefreshFence learns the session's fence key's version after a Txn with
+// RefreshFence learns the holding's fence key's version after a Txn with
 // FenceCompares failed (conflict is its error): a claim of a partition
 // this broker gave up bumped it. The failed compare names the version when
 // it was the fence's (meta.ConflictError); otherwise the key is read. The
 // watch shows it too, a little later. It fails with meta.ErrSessionDone if
-// the key is gone with the session.
+// the key is gone: the holding was deposed.
 func (n *Node) RefreshFence(ctx context.Context, conflict error) error {
 	n.mu.Lock()
-	cur := n.cur
+	cur := n.hold
 	n.mu.Unlock()
 	if cur == nil {
 		return fmt.Errorf("cluster: refreshing the fence: %w", meta.ErrSessionDone)
 	}
-	key := fenceKey(cur.s.ID())
+	key := fenceKey(cur.id)
 	var version int64
 	var ce *meta.ConflictError
 	if errors.As(conflict, &ce) && ce.Key == key {
@@ -479,7 +510,10 @@ func (n *Node) close(ctx context.Context) error {
 	n.mu.Lock()
 	n.closing = true
 	if n.cur != nil {
-		n.cur.cancel() // in-flight Acquire calls give up
+		n.cur.cancel()
+	}
+	if n.hold != nil {
+		n.hold.cancel() // in-flight Acquire calls give up
 	}
 	n.mu.Unlock()
 	n.log.Info("leaving the cluster")
@@ -502,8 +536,8 @@ func (n *Node) close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("stopping: %w", err))
 	}
 	n.mu.Lock()
-	cur := n.cur
-	n.setCurLocked(nil)
+	cur, hold := n.cur, n.hold
+	n.setCurLocked(nil, false)
 	var rest []*tenure
 	for tp, t := range n.owned {
 		rest = append(rest, t)
@@ -522,6 +556,13 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	if err := waitCtx(ctx, &wg); err != nil {
 		errs = append(errs, fmt.Errorf("fencing: %w", err))
+	}
+	if hold != nil {
+		// Deposes the holding: any leader key of ours left behind is
+		// stale now, free for the next owner to claim at once.
+		if err := n.md.Txn(ctx, nil, meta.Delete(fenceKey(hold.id))); err != nil {
+			errs = append(errs, fmt.Errorf("deleting the fence: %w", err))
+		}
 	}
 	if cur != nil {
 		if err := cur.end(); err != nil {
@@ -543,8 +584,12 @@ func (n *Node) close(ctx context.Context) error {
 const closeActions = 1024
 
 // releaseAll hands off every partition we lead, closeActions at a time.
+// Without a session (etcd unreachable or stalled) nothing is handed off:
+// the holding may have been deposed meanwhile, so every partition is
+// released fenced and its key left to the next owner.
 func (n *Node) releaseAll(ctx context.Context) error {
 	n.mu.Lock()
+	live := n.cur != nil
 	var owned, dropped []*tenure
 	for _, t := range n.owned {
 		owned = append(owned, t)
@@ -570,6 +615,21 @@ func (n *Node) releaseAll(ctx context.Context) error {
 		})
 	}
 	for _, t := range owned {
+		if !live {
+			n.mu.Lock()
+			if n.owned[t.tp] == t {
+				delete(n.owned, t.tp)
+			}
+			n.mu.Unlock()
+			run(t, func(p *part, t *tenure) {
+				if p.held == t {
+					n.h.Release(t.tp, true)
+					p.held = nil
+					n.m.released.Inc()
+				}
+			})
+			continue
+		}
 		run(t, func(p *part, t *tenure) { n.release(ctx, p, t, "closing") })
 	}
 	for _, t := range dropped {

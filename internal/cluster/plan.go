@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,7 +201,17 @@ func samePrefer(topic string, parts []int32, a, b map[TopicPartition][]int32) bo
 // planLocked returns what to do now. Every action it returns has its
 // partition marked busy. n.mu is held.
 func (n *Node) planLocked(now time.Time) []action {
-	if n.closing || n.cur == nil || !n.view.synced || !n.LeaseValid() {
+	if n.fenceLost && n.cur != nil && !n.closing {
+		// Our own fence was deleted while we are registered: only a
+		// process of this broker id that thinks us dead does that. Act
+		// as deposed: end the session; the session loop finds the fence
+		// gone, releases everything and registers a new holding.
+		n.fenceLost = false
+		n.log.Error("our holding's fence key was deleted although we are registered; starting over with a new holding")
+		go n.cur.s.Close()
+		return nil
+	}
+	if n.closing || n.cur == nil || n.hold == nil || !n.view.synced || !n.LeaseValid() {
 		// Suspended (LeaseValid false): nothing is done on a lease that
 		// may be gone until a renewal says it is not. What changed
 		// meanwhile is looked at in full afterwards.
@@ -223,6 +234,16 @@ func (n *Node) planLocked(now time.Time) []action {
 		} else {
 			// Hand-offs to it start then, for every partition.
 			n.fullAt(m.since.Add(n.cfg.RebalanceDelay))
+		}
+	}
+	// A broker without a broker key whose holding stands (its session
+	// ended in an etcd stall, and it is registering a new one) keeps its
+	// place: its partitions wait for it rather than move, until its
+	// holding is deposed (planHoldings).
+	for _, b := range n.view.fences {
+		if _, registered := n.view.regs[b]; b >= 0 && !registered && !slices.Contains(live, b) {
+			live = append(live, b)
+			eligible = append(eligible, b)
 		}
 	}
 	pc := planCtx{n: n, now: now, self: self,
@@ -270,7 +291,58 @@ func (n *Node) planLocked(now time.Time) []action {
 		n.ctrlBusy = true
 		pc.acts = append(pc.acts, a)
 	}
+	pc.planHoldings()
 	return pc.acts
+}
+
+// planHoldings deposes the holdings of other brokers that no broker key
+// has vouched for long enough (fenceHolding). A broker whose session ends
+// because etcd stalled registers a new session for its holding as soon as
+// etcd answers, and keeps its partitions: so after this node itself
+// could not reach etcd (its lease validity lapsed, or its own session
+// ended) within a lease TTL before a holding's liveness ended, it waits
+// TakeoverGrace before deposing it, the time that broker needs to come
+// back. When this node's lease stayed valid throughout, etcd was
+// answering: the other broker is dead, paused or cut off, and its
+// holding is deposed at once, as its lease's expiry used to end its
+// leaderships. n.mu is held.
+func (pc *planCtx) planHoldings() {
+	n, now := pc.n, pc.now
+	for h, broker := range n.view.fences {
+		if h == n.hold.id || broker < 0 || n.view.holderLive(h) {
+			delete(n.holderGone, h)
+			continue
+		}
+		gone, ok := n.holderGone[h]
+		if !ok {
+			gone = now
+			n.holderGone[h] = gone
+		}
+		// Deposed at once if our own lease was valid throughout the TTL
+		// before (etcd answered us; the holding's broker is dead, paused
+		// or cut off); otherwise TakeoverGrace after gone, which is a
+		// moment we reached etcd (this runs only then): the time that
+		// broker has had to come back since etcd answers again.
+		due := gone
+		if hs := cmp.Or(n.healthySince, now); hs.After(gone.Add(-n.cfg.LeaseTTL)) {
+			due = gone.Add(n.cfg.TakeoverGrace)
+		}
+		if now.Before(due) || n.fencing[h] {
+			continue
+		}
+		n.fencing[h] = true
+		pc.acts = append(pc.acts, action{kind: actFenceHolding, holder: h, broker: broker, brokerVer: n.view.regs[broker].version})
+	}
+	for h := range n.holderGone {
+		if _, ok := n.view.fences[h]; !ok {
+			delete(n.holderGone, h)
+		}
+	}
+	for h := range n.lastClaim {
+		if _, ok := n.view.fences[h]; !ok {
+			delete(n.lastClaim, h)
+		}
+	}
 }
 
 // fullAt asks for a full pass at t, if none is due before. n.mu is held.
@@ -297,6 +369,19 @@ func (pc *planCtx) add(a action) {
 	pc.acts = append(pc.acts, a)
 }
 
+// fallbackAt is when a broker that is not p's desired owner may claim it:
+// once it has been leaderless for twice the lease, or, if the watch has
+// shown the desired owner claiming any partition since p lost its leader
+// (it is alive, working through a paced take-over of thousands, or
+// failing this one's Acquire), once it has been leaderless for
+// fallbackHold. n.mu is held.
+func (n *Node) fallbackAt(p *part, desired int32) time.Time {
+	if r, ok := n.view.regs[desired]; ok && n.lastClaim[r.holder].After(p.leaderlessSince) {
+		return p.leaderlessSince.Add(fallbackHold(n.cfg.LeaseTTL))
+	}
+	return p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
+}
+
 // later has tp looked at again at due (it is waiting for time to pass);
 // a partition that is busy needs no recheck: its action's end marks it
 // dirty.
@@ -318,6 +403,9 @@ func (pc *planCtx) plan(tp TopicPartition) {
 	}
 	if t := n.owned[tp]; t != nil {
 		p := n.partLocked(tp)
+		// Led (by us): a hand-off later starts a new leaderless spell,
+		// whose fallback counts from then, not from before our claim.
+		p.leaderlessSince = time.Time{}
 		if p.busy || !t.ready {
 			return
 		}
@@ -352,7 +440,8 @@ func (pc *planCtx) plan(tp TopicPartition) {
 		}
 		return
 	}
-	lv, led := n.view.leaders[tp]
+	lv, led := n.view.liveLeader(tp)
+	stale, keyed := n.view.leaders[tp] // stale if keyed && !led: its holding was deposed
 	if n.wantsLocked(tp) && !led {
 		p := n.partLocked(tp)
 		if p.leaderlessSince.IsZero() {
@@ -370,7 +459,7 @@ func (pc *planCtx) plan(tp TopicPartition) {
 			// partial member list would place it; a hand-off moves it
 			// later if another broker is its desired owner.
 			last, known := n.lastLeader[tp]
-			if n.prevHeld[tp] || (known && last == self) {
+			if n.prevHeld[tp] || (known && last == self) || (keyed && stale.Broker == self) {
 				pc.add(action{kind: actAcquire, tp: tp, p: p})
 			} else {
 				pc.later(tp, n.settleUntil)
@@ -378,7 +467,7 @@ func (pc *planCtx) plan(tp TopicPartition) {
 			return
 		}
 		desired := pc.live.owner(tp)
-		fallbackAt := p.leaderlessSince.Add(2*n.cfg.LeaseTTL + time.Millisecond)
+		fallbackAt := n.fallbackAt(p, desired)
 		fallback := desired != self && now.After(fallbackAt)
 		if desired == self || fallback {
 			pc.add(action{kind: actAcquire, tp: tp, p: p, fallback: fallback})
@@ -387,11 +476,24 @@ func (pc *planCtx) plan(tp TopicPartition) {
 		}
 		return
 	}
+	if keyed && !led {
+		// A deposed holding's key of a partition nobody wants: its
+		// desired owner among the live brokers deletes it.
+		p := n.partLocked(tp)
+		switch {
+		case p.busy || pc.live.owner(tp) != self:
+		case now.Before(p.notBefore):
+			pc.later(tp, p.notBefore)
+		default:
+			pc.add(action{kind: actStale, tp: tp, p: p})
+		}
+		return
+	}
 	if led {
 		if p := n.parts[tp]; p != nil {
 			p.leaderlessSince = time.Time{}
 		}
-		if lv.Broker == self {
+		if lv.Broker == self && lv.holder == n.hold.id {
 			// A leader key of ours that no tenure holds.
 			p := n.partLocked(tp)
 			switch {

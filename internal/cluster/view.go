@@ -13,11 +13,12 @@ import (
 // store; every decision taken on it is checked again by a compare.
 type view struct {
 	synced  bool
-	rev     int64 // the store revision the view is at (its last event or snapshot)
-	members map[int32]member
+	rev     int64            // the store revision the view is at (its last event or snapshot)
+	members map[int32]member // registered brokers, but for those leaving
+	regs    map[int32]reg    // every broker key, leaving or not
 	leaders map[TopicPartition]leaderView
 	epochs  map[TopicPartition]epochView
-	fences  map[int64]bool // sessions whose fence key exists
+	fences  map[int64]int32 // holdings whose fence key exists: their broker (-1 if unknown)
 	ctrl    *controllerView
 }
 
@@ -26,7 +27,7 @@ type view struct {
 type epochView struct {
 	epoch   int32
 	version int64
-	session int64 // that claimed epoch; 0 if unknown
+	session int64 // the holding that claimed epoch; 0 if unknown
 }
 
 type member struct {
@@ -37,9 +38,17 @@ type member struct {
 	since time.Time
 }
 
+// reg is a broker key: which holding it vouches for, at which version.
+type reg struct {
+	holder  int64
+	version int64
+	leaving bool
+}
+
 type leaderView struct {
 	Leadership
-	session int64
+	holder  int64
+	version int64
 }
 
 type controllerView struct {
@@ -48,7 +57,32 @@ type controllerView struct {
 }
 
 func newView() view {
-	return view{members: map[int32]member{}, leaders: map[TopicPartition]leaderView{}, epochs: map[TopicPartition]epochView{}, fences: map[int64]bool{}}
+	return view{members: map[int32]member{}, regs: map[int32]reg{}, leaders: map[TopicPartition]leaderView{},
+		epochs: map[TopicPartition]epochView{}, fences: map[int64]int32{}}
+}
+
+// liveLeader is tp's leader key if its holding still stands (its fence
+// exists). A key whose holding was deposed (fence deleted) is stale: the
+// partition is leaderless and its next claim replaces the key.
+func (v *view) liveLeader(tp TopicPartition) (leaderView, bool) {
+	lv, ok := v.leaders[tp]
+	if !ok {
+		return lv, false
+	}
+	if _, fenced := v.fences[lv.holder]; !fenced && lv.holder != 0 {
+		return lv, false
+	}
+	return lv, true
+}
+
+// holderLive reports whether a broker key vouches for holding h.
+func (v *view) holderLive(h int64) bool {
+	for _, r := range v.regs {
+		if r.holder == h {
+			return true
+		}
+	}
+	return false
 }
 
 // firstWatch is Start's watch: retried a while if the store is unavailable.
@@ -123,11 +157,18 @@ func (n *Node) consume(events <-chan meta.WatchEvent) error {
 			n.applyPutLocked(ev.Key, ev.Value, ev.Version, n.now(), n.view.members, false)
 		}
 		switch {
+		case strings.HasPrefix(ev.Key, epochsPrefix) && ev.Kind == meta.WatchPut:
+			if tp, ok := parseEpochKey(ev.Key); ok && n.view.epochs[tp].session != 0 {
+				n.lastClaim[n.view.epochs[tp].session] = n.now() // a claim by that holding (fallbackAt)
+			}
 		case strings.HasPrefix(ev.Key, leadersPrefix):
 			if tp, ok := parseLeaderKey(ev.Key); ok {
 				n.markDirty(tp)
 			}
 		case strings.HasPrefix(ev.Key, brokersPrefix):
+			n.fullPass = true
+		case strings.HasPrefix(ev.Key, fencesPrefix) && ev.Kind == meta.WatchDelete:
+			// A deposed holding: its leader keys are stale now.
 			n.fullPass = true
 		}
 		n.mu.Unlock()
@@ -153,6 +194,11 @@ func (n *Node) applySnapshot(kvs []meta.KV, rev int64, initial bool) {
 	}
 	n.view.synced = true
 	n.view.rev = rev
+	if h := n.hold; h != nil && h.seen && !n.closing {
+		if _, ok := n.view.fences[h.id]; !ok {
+			n.fenceLost = true
+		}
+	}
 	n.fullPass = true
 	n.mu.Unlock()
 	n.notify()
@@ -171,10 +217,11 @@ func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.
 		n.view.epochs[tp] = epochView{epoch: e, version: version, session: s}
 	case strings.HasPrefix(key, fencesPrefix):
 		if s, ok := parseFenceKey(key); ok {
-			n.view.fences[s] = true
+			n.view.fences[s] = decodeFence(value)
 		}
-		if n.cur != nil && key == fenceKey(n.cur.s.ID()) {
-			n.cur.fence = max(n.cur.fence, version)
+		if n.hold != nil && key == fenceKey(n.hold.id) {
+			n.hold.fence = max(n.hold.fence, version)
+			n.hold.seen = true
 		}
 	case strings.HasPrefix(key, brokersPrefix):
 		id, ok := parseBrokerKey(key)
@@ -183,10 +230,20 @@ func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.
 			n.log.Warn("ignoring a malformed broker key", "key", key, "value", string(value))
 			return
 		}
+		n.view.regs[id] = reg{holder: bv.holder(), version: version, leaving: bv.Leaving}
+		if bv.Leaving {
+			delete(n.view.members, id)
+			return
+		}
 		m := member{Broker: Broker{ID: id, Host: bv.Host, Port: bv.Port, Rack: bv.Rack, Endpoints: bv.Endpoints}, session: bv.Session}
-		if old, ok := prev[id]; ok {
+		_, standing := n.view.fences[bv.holder()]
+		switch old, ok := prev[id]; {
+		case ok:
 			m.since = old.since
-		} else if !initial {
+		case standing:
+			// Registering again for a holding that stood meanwhile:
+			// it never stopped being a member for placement.
+		case !initial:
 			m.since = now
 		}
 		n.view.members[id] = m
@@ -197,7 +254,7 @@ func (n *Node) applyPutLocked(key string, value []byte, version int64, now time.
 			n.log.Warn("ignoring a malformed leader key", "key", key, "value", string(value))
 			return
 		}
-		n.view.leaders[tp] = leaderView{Leadership: Leadership{Broker: lv.Broker, Epoch: lv.Epoch}, session: lv.Session}
+		n.view.leaders[tp] = leaderView{Leadership: Leadership{Broker: lv.Broker, Epoch: lv.Epoch}, holder: lv.holder(), version: version}
 		if t := n.owned[tp]; t != nil && lv.Broker == n.cfg.BrokerID && lv.Epoch == t.epoch {
 			t.seen = true
 		}
@@ -220,10 +277,14 @@ func (n *Node) applyDeleteLocked(key string) {
 	case strings.HasPrefix(key, fencesPrefix):
 		if s, ok := parseFenceKey(key); ok {
 			delete(n.view.fences, s)
+			if n.hold != nil && n.hold.id == s && n.hold.seen && !n.closing {
+				n.fenceLost = true
+			}
 		}
 	case strings.HasPrefix(key, brokersPrefix):
 		if id, ok := parseBrokerKey(key); ok {
 			delete(n.view.members, id)
+			delete(n.view.regs, id)
 		}
 	case strings.HasPrefix(key, leadersPrefix):
 		if tp, ok := parseLeaderKey(key); ok {

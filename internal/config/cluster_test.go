@@ -103,6 +103,8 @@ func TestClusterKeysSet(t *testing.T) {
 		{"cluster.orphan_grace", "30s"},
 		{"cluster.put_hedge", "-1s"},
 		{"cluster.read_ahead_bytes", "-1"},
+		{"cluster.takeover_grace", "5s"},
+		{"cluster.claim_rate", "500"},
 		{"s3.endpoint", "127.0.0.1:7070"},
 		{"s3.bucket", "b"},
 		{"s3.prefix", "c1/"},
@@ -119,7 +121,8 @@ func TestClusterKeysSet(t *testing.T) {
 	}
 	if !slices.Equal(c.Etcd.Endpoints, []string{"127.0.0.1:2379", "127.0.0.1:2380"}) ||
 		c.Etcd.Prefix != "/sluice-test/" || c.Cluster.LeaseTTL != 2*time.Second || c.Cluster.OrphanGrace != 30*time.Second ||
-		c.Cluster.PutHedge != -time.Second || c.Cluster.ReadAheadBytes != -1 || c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
+		c.Cluster.PutHedge != -time.Second || c.Cluster.ReadAheadBytes != -1 || c.Cluster.TakeoverGrace != 5*time.Second ||
+		c.Cluster.ClaimRate != 500 || c.S3.Addressing != "path" || !c.S3.CreateBucket || c.S3.Bucket != "b" {
 		t.Fatalf("after Set: etcd %+v, cluster %+v, s3 %+v", c.Etcd, c.Cluster, c.S3)
 	}
 	if err := c.Validate(); err != nil {
@@ -161,6 +164,7 @@ func TestClusterValidateNamesTheKey(t *testing.T) {
 		}},
 		{"lease ttl", "cluster.lease_ttl", "", func(c *Config) { c.Cluster.LeaseTTL = 500 * time.Millisecond }},
 		{"orphan grace", "cluster.orphan_grace", ">= 10s", func(c *Config) { c.Cluster.OrphanGrace = 5 * time.Second }},
+		{"takeover grace", "cluster.takeover_grace", ">= 0", func(c *Config) { c.Cluster.TakeoverGrace = -time.Second }},
 		{"put hedge tiny", "cluster.put_hedge", "between 1ms and 1m", func(c *Config) { c.Cluster.PutHedge = time.Microsecond }},
 		{"put hedge huge", "cluster.put_hedge", "between 1ms and 1m", func(c *Config) { c.Cluster.PutHedge = time.Hour }},
 	}

@@ -212,6 +212,17 @@ type Cluster struct {
 	// leaderships: a broker that stops renewing it (crashed, cut off) loses
 	// them this long after its last renewal.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// TakeoverGrace is how long the other brokers leave a broker whose
+	// session expired while they could not reach etcd either (an etcd
+	// stall) to register a new session and keep its partitions, before
+	// they take them over. A broker that dies while the others reach etcd
+	// loses its partitions at its lease's expiry. 0: three times the
+	// lease TTL.
+	TakeoverGrace time.Duration `yaml:"takeover_grace"`
+	// ClaimRate bounds the partition leaderships a broker claims per
+	// second when it takes many over at once (a dead broker's share), so
+	// that etcd is never flooded. 0: 2,000; negative: no bound.
+	ClaimRate int64 `yaml:"claim_rate"`
 	// OrphanGrace is how old an object in the store with no metadata
 	// record (its flush died between the PUT and the registration) must be
 	// before the controller deletes it. A flush gives its partitions up
@@ -614,6 +625,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Cluster.LeaseTTL < time.Second {
 		return bad("cluster.lease_ttl", "must be >= 1s, got %s", c.Cluster.LeaseTTL)
+	}
+	if c.Cluster.TakeoverGrace < 0 {
+		return bad("cluster.takeover_grace", "must be >= 0, got %s", c.Cluster.TakeoverGrace)
 	}
 	if h := c.Cluster.PutHedge; h > 0 && (h < time.Millisecond || h > time.Minute) {
 		return bad("cluster.put_hedge", "%v: must be 0 (adaptive), negative (off) or between 1ms and 1m", h)

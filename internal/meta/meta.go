@@ -70,6 +70,10 @@ const (
 	// fails. If Key does not exist the whole transaction fails with
 	// ErrNotFound and writes nothing.
 	OpBump
+	// OpPutDetached is OpPut that is never attached to a session, even
+	// in Leaser.TxnWithSession: a key that must outlive the session whose
+	// transaction creates it. In Txn it is OpPut.
+	OpPutDetached
 )
 
 // Op is one write inside a transaction.
@@ -87,6 +91,10 @@ func Delete(key string) Op { return Op{Kind: OpDelete, Key: key} }
 
 // DeletePrefix returns a delete-prefix op.
 func DeletePrefix(prefix string) Op { return Op{Kind: OpDeletePrefix, Key: prefix} }
+
+// PutDetached returns a put op that TxnWithSession does not attach to its
+// session (OpPutDetached).
+func PutDetached(key string, value []byte) Op { return Op{Kind: OpPutDetached, Key: key, Value: value} }
 
 // Bump returns a bump op.
 func Bump(key string) Op { return Op{Kind: OpBump, Key: key} }
@@ -160,7 +168,7 @@ type Leaser interface {
 	// Close. ctx bounds the grant only, not the session's life.
 	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
 	// TxnWithSession is Txn in which every OpPut is attached to s: the keys
-	// it puts are deleted when s ends. Deletes behave as in Txn. It fails
+	// it puts are deleted when s ends (OpPutDetached puts are not). Deletes behave as in Txn. It fails
 	// with ErrSessionDone if s has already ended.
 	TxnWithSession(ctx context.Context, s Session, cmps []Compare, ops ...Op) error
 	// RevokeSession ends the session with this ID, whoever holds it, and

@@ -62,11 +62,12 @@ func openS3(ctx context.Context, cfg config.Config, reg prometheus.Registerer) (
 	return objstore.Metered(st, reg), nil
 }
 
-// sessionFileName, in the data directory, names the meta session the
-// broker last registered with, so that after a crash or a kill the next
-// process ends that session at once (cluster.Config.PreviousSession)
-// instead of waiting up to a lease TTL for it to expire. Losing it costs
-// only that wait.
+// sessionFileName, in the data directory, names the cluster holding the
+// broker last registered (the id of its first meta session; the JSON
+// field keeps its old name), so that after a crash or a kill the next
+// process deposes that holding and ends its session at once
+// (cluster.Config.PreviousSession) instead of waiting up to a lease TTL
+// for it to expire. Losing it costs only that wait.
 const sessionFileName = "cluster-session.json"
 
 type sessionFile struct {

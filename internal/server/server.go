@@ -458,7 +458,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		}
 		sf := sessionFile{path: filepath.Join(cfg.DataDir, sessionFileName), nodeID: cfg.NodeID, logger: logger}
 		node, err := cluster.Start(ctx, md, cluster.Config{BrokerID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack, Endpoints: ceps,
-			LeaseTTL: cfg.Cluster.LeaseTTL, PreviousSession: sf.read(), OnSession: sf.write,
+			LeaseTTL: cfg.Cluster.LeaseTTL, TakeoverGrace: cfg.Cluster.TakeoverGrace, ClaimRate: float64(cfg.Cluster.ClaimRate),
+			PreviousSession: sf.read(), OnSession: sf.write,
 			Logger: logger.With("component", "cluster"), Registerer: reg}, glue)
 		if err != nil {
 			s.Close()

@@ -35,6 +35,8 @@ const (
 	partsProfEnv    = "SLUICE_PARTITIONS_PROFILES" // a directory to save each broker's heap profile in
 	partsSettleEnv  = "SLUICE_PARTITIONS_SETTLE"   // also measure idle this long after the load (e.g. 6m)
 	partsLeaseEnv   = "SLUICE_PARTITIONS_LEASE"    // the brokers' lease TTL (default: the broker's default)
+	partsPauseEnv   = "SLUICE_PARTITIONS_PAUSE"    // pause etcd this long under a light load (default 10s; 0: skip)
+	partsClaimEnv   = "SLUICE_PARTITIONS_CLAIMS"   // the brokers' --claim-rate (default: the broker's default)
 )
 
 // TestClusterFiguresPartitions measures cluster mode with many partitions:
@@ -46,8 +48,11 @@ const (
 // random over every partition (`sluice bench --partitioner random`), the
 // time to create the topics and to lead them all, the time of a Metadata
 // request for every partition, each broker's resident memory, and the
-// time to take a SIGKILLed broker's partitions over. It asserts nothing
-// about speed (docs/cluster.md, "100,000 partitions").
+// time to take a SIGKILLed broker's partitions over. Before the kill it
+// pauses etcd (SIGSTOP) for SLUICE_PARTITIONS_PAUSE under a light load,
+// longer than the lease, and logs how many partitions changed hands
+// (issue 18: none should; every session expires and is replaced). It
+// asserts nothing about speed (docs/cluster.md, "100,000 partitions").
 //
 //	SLUICE_CLUSTER_FIGURES=1 SLUICE_PARTITIONS_TOPICS=10000 \
 //	  go test ./test/cluster/ -run TestClusterFiguresPartitions -v -timeout 120m
@@ -165,6 +170,8 @@ func TestClusterFiguresPartitions(t *testing.T) {
 		f.keys("settled")
 	}
 
+	f.etcdPause(topics, perTopic)
+
 	// Take-over: SIGKILL broker 3, measure until brokers 1 and 2 lead
 	// (Acquire done) every partition it led.
 	led := f.led()
@@ -196,6 +203,80 @@ func TestClusterFiguresPartitions(t *testing.T) {
 		c.Broker(i).Stop()
 		t.Logf("broker %d stopped (SIGTERM, graceful hand-off) in %.2fs", testcluster.NodeID(i), time.Since(began).Seconds())
 	}
+}
+
+// etcdPause pauses etcd (SIGSTOP) for SLUICE_PARTITIONS_PAUSE while a
+// light load runs (0.2 MB/s at random over every partition), then logs
+// what moved: the partitions acquired and released across the pause, the
+// sessions the brokers replaced while keeping their holdings, the
+// holdings lost, and when every partition answered Metadata with a leader
+// again. The load's own report shows the produce stall.
+func (f *partFigures) etcdPause(topics, perTopic int) {
+	d := 10 * time.Second
+	if v := os.Getenv(partsPauseEnv); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			f.t.Fatalf("%s: %v", partsPauseEnv, err)
+		}
+	}
+	if d <= 0 {
+		return
+	}
+	counters := func() (acq, rel, resumed, lost float64) {
+		for _, m := range f.sample().brokers {
+			acq += m.sum("sluice_cluster_partitions_acquired_total")
+			rel += m.sum("sluice_cluster_partitions_released_total")
+			resumed += m.sum("sluice_cluster_sessions_resumed_total")
+			lost += m.sum("sluice_cluster_holdings_lost_total")
+		}
+		return
+	}
+	acq0, rel0, res0, lost0 := counters()
+	before := f.sample()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := f.bench(topics, perTopic, 40000, 0.2)
+		done <- result{out, err}
+	}()
+	time.Sleep(5 * time.Second)
+	f.t.Logf("load average %s; pausing etcd for %v", loadAvg(), d)
+	f.c.Etcd().Pause(f.t)
+	time.Sleep(d)
+	f.c.Etcd().Resume(f.t)
+	resumed := time.Now()
+	deadline := resumed.Add(10 * time.Minute)
+	for {
+		_, _, res, lost := counters()
+		if res+lost-res0-lost0 >= float64(f.c.Len()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("after the etcd pause: %v sessions resumed, %v holdings lost, in 10 minutes", res-res0, lost-lost0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rejoined := time.Since(resumed)
+	f.metadata("Metadata after the etcd pause", topics*perTopic)
+	r := <-done
+	if r.err != nil {
+		f.t.Errorf("bench across the etcd pause: %v\n%s", r.err, r.out)
+	}
+	acq, rel, res, lost := counters()
+	f.t.Logf("etcd paused %v (lease %s): every broker registered again %.2fs after resume; sessions resumed %v, holdings lost %v; partitions acquired %v, released %v across the pause; load: %s",
+		d, leaseLabel(), rejoined.Seconds(), res-res0, lost-lost0, acq-acq0, rel-rel0, r.out)
+	f.rates("etcd pause and after", before, f.sample())
+}
+
+// leaseLabel is the lease TTL SLUICE_PARTITIONS_LEASE sets, or "default".
+func leaseLabel() string {
+	if v := os.Getenv(partsLeaseEnv); v != "" {
+		return v
+	}
+	return "default"
 }
 
 // heapProfiles saves every live broker's heap profile in the directory
@@ -292,10 +373,19 @@ func (f *partFigures) sample() partSample {
 type promText map[string]float64
 
 func (f *partFigures) scrape(i int) promText {
-	resp, err := f.http.Get("http://" + f.c.AdminAddr(i) + "/metrics")
+	m, err := scrapeProm(f.http, f.c.AdminAddr(i))
 	if err != nil {
 		f.t.Logf("scraping broker %d: %v", testcluster.NodeID(i), err)
 		return nil
+	}
+	return m
+}
+
+// scrapeProm reads the /metrics page of the admin listener at addr.
+func scrapeProm(hc *http.Client, addr string) (promText, error) {
+	resp, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	m := promText{}
@@ -316,7 +406,7 @@ func (f *partFigures) scrape(i int) promText {
 		}
 	}
 	io.Copy(io.Discard, resp.Body)
-	return m
+	return m, sc.Err()
 }
 
 // sum adds the series of metric name whose labels contain every filter.
@@ -628,14 +718,21 @@ func firstLine(err error) string {
 	return msg
 }
 
-// leaseArgs returns the --lease-ttl flag SLUICE_PARTITIONS_LEASE asks for.
+// leaseArgs returns the --lease-ttl and --claim-rate flags
+// SLUICE_PARTITIONS_LEASE and SLUICE_PARTITIONS_CLAIMS ask for.
 func leaseArgs(t *testing.T) []string {
-	v := os.Getenv(partsLeaseEnv)
-	if v == "" {
-		return nil
+	var args []string
+	if v := os.Getenv(partsLeaseEnv); v != "" {
+		if _, err := time.ParseDuration(v); err != nil {
+			t.Fatalf("%s: %v", partsLeaseEnv, err)
+		}
+		args = append(args, "--lease-ttl", v)
 	}
-	if _, err := time.ParseDuration(v); err != nil {
-		t.Fatalf("%s: %v", partsLeaseEnv, err)
+	if v := os.Getenv(partsClaimEnv); v != "" {
+		if _, err := strconv.Atoi(v); err != nil {
+			t.Fatalf("%s: %v", partsClaimEnv, err)
+		}
+		args = append(args, "--claim-rate", v)
 	}
-	return []string{"--lease-ttl", v}
+	return args
 }

@@ -203,7 +203,7 @@ func (s *Store) Txn(ctx context.Context, cmps []meta.Compare, ops ...meta.Op) er
 func apply(b *bolt.Bucket, op meta.Op) error {
 	key := []byte(op.Key)
 	switch op.Kind {
-	case meta.OpPut:
+	case meta.OpPut, meta.OpPutDetached:
 		cur, err := version(op.Key, b.Get(key))
 		if err != nil {
 			return err
@@ -263,7 +263,7 @@ func validate(cmps []meta.Compare, ops []meta.Op) error {
 	var prefixes []string
 	for i, op := range ops {
 		switch op.Kind {
-		case meta.OpPut, meta.OpDelete, meta.OpBump:
+		case meta.OpPut, meta.OpPutDetached, meta.OpDelete, meta.OpBump:
 			if err := checkKey(op.Key); err != nil {
 				return fmt.Errorf("%w: op %d: %w", ErrInvalidTxn, i, err)
 			}
@@ -273,7 +273,7 @@ func validate(cmps []meta.Compare, ops []meta.Op) error {
 			return fmt.Errorf("%w: op %d has unknown kind %d", ErrInvalidTxn, i, op.Kind)
 		}
 		switch op.Kind {
-		case meta.OpPut, meta.OpBump:
+		case meta.OpPut, meta.OpPutDetached, meta.OpBump:
 			if _, dup := puts[op.Key]; dup {
 				return fmt.Errorf("%w: key %q is put twice", ErrInvalidTxn, op.Key)
 			}

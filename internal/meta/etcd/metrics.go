@@ -102,7 +102,7 @@ func (m *metrics) countTxn(cmps []meta.Compare, ops []meta.Op, err error) {
 	m.txnCompares.WithLabelValues(a).Add(float64(len(cmps)))
 	n := 0
 	for _, op := range ops {
-		if op.Kind == meta.OpPut {
+		if op.Kind == meta.OpPut || op.Kind == meta.OpPutDetached {
 			n += len(op.Key) + len(op.Value)
 		}
 	}

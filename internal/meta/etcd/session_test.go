@@ -76,7 +76,8 @@ func TestSessionClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.TxnWithSession(bg, sess, []meta.Compare{{Key: "leader", Version: 0}},
-		meta.Put("leader", []byte("1")), meta.Put("leader-info", nil), meta.Delete("old"))
+		meta.Put("leader", []byte("1")), meta.Put("leader-info", nil), meta.Delete("old"),
+		meta.PutDetached("fence", []byte("7")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +89,9 @@ func TestSessionClose(t *testing.T) {
 	}
 	if !missing(s, "leader") || !missing(s, "leader-info") {
 		t.Fatal("leased keys survive Close")
+	}
+	if kv, err := s.Get(bg, "fence"); err != nil || string(kv.Value) != "7" {
+		t.Fatalf("a detached put of the session's Txn: %+v, %v; want it kept after Close", kv, err)
 	}
 	if err := sess.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)

@@ -250,6 +250,8 @@ func (s *Store) txn(ctx context.Context, what string, lease clientv3.LeaseID, cm
 			} else {
 				eops[i] = clientv3.OpPut(op.Key, string(op.Value))
 			}
+		case meta.OpPutDetached:
+			eops[i] = clientv3.OpPut(op.Key, string(op.Value))
 		case meta.OpDelete:
 			eops[i] = clientv3.OpDelete(op.Key)
 		case meta.OpBump:
@@ -307,7 +309,7 @@ func (s *Store) validate(cmps []meta.Compare, ops []meta.Op) error {
 	}
 	for i, op := range ops {
 		switch op.Kind {
-		case meta.OpPut, meta.OpDelete, meta.OpBump:
+		case meta.OpPut, meta.OpPutDetached, meta.OpDelete, meta.OpBump:
 			if op.Key == "" {
 				return fmt.Errorf("%w: op %d: %w: empty key", ErrInvalidTxn, i, ErrInvalidKey)
 			}

@@ -144,7 +144,9 @@ func testVersions(t *testing.T, e *env) {
 		wantKV(t, e.s, "k", strconv.FormatInt(i, 10), i)
 	}
 	txn(t, e.s, nil, meta.Put("other", nil))
-	wantKV(t, e.s, "k", "3", 3) // other keys don't move a key's version
+	wantKV(t, e.s, "k", "3", 3)                          // other keys don't move a key's version
+	txn(t, e.s, nil, meta.PutDetached("k", []byte("4"))) // outside a session, a put
+	wantKV(t, e.s, "k", "4", 4)
 	txn(t, e.s, nil, meta.Delete("k"))
 	txn(t, e.s, nil, meta.Put("k", []byte("again")))
 	wantKV(t, e.s, "k", "again", 1) // delete resets the version
