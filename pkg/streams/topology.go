@@ -1,0 +1,159 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrTopology is wrapped by every error Build returns.
+var ErrTopology = errors.New("streams: bad topology")
+
+// topicRef names a topic: a user topic as given, or an internal topic by
+// its suffix, which an App prefixes with its application id.
+type topicRef struct {
+	name     string
+	internal bool
+}
+
+func (r topicRef) resolve(app string) string {
+	if r.internal {
+		return app + "-" + r.name
+	}
+	return r.name
+}
+
+type source struct {
+	ref    topicRef
+	handle func(*Context, *kgo.Record) error
+}
+
+type storeSpec struct {
+	name   string
+	origin topicRef
+}
+
+// Builder describes a topology. Its operators record errors (a duplicate
+// store name, a store fed by two source topics) that Build returns.
+type Builder struct {
+	sources map[topicRef]*source
+	stores  map[string]*storeSpec
+	// repartitions maps an internal repartition topic to the source topics
+	// that feed it: it gets as many partitions as the widest of them.
+	repartitions map[topicRef][]topicRef
+	errs         []error
+	built        bool
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder {
+	return &Builder{
+		sources:      map[topicRef]*source{},
+		stores:       map[string]*storeSpec{},
+		repartitions: map[topicRef][]topicRef{},
+	}
+}
+
+func (b *Builder) fail(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf("%w: "+format, append([]any{ErrTopology}, args...)...))
+}
+
+func (b *Builder) addStore(name string, origins []topicRef) {
+	switch {
+	case name == "":
+		b.fail("a state store needs a name")
+	case b.stores[name] != nil:
+		b.fail("state store %q defined twice", name)
+	case len(origins) != 1:
+		// A task is one partition of one source topic; a store fed by two
+		// topics would need co-partitioned tasks, which do not exist yet.
+		b.fail("state store %q is fed by %d source topics, want 1 (repartition first)", name, len(origins))
+	default:
+		b.stores[name] = &storeSpec{name: name, origin: origins[0]}
+	}
+}
+
+// Topology is a built, immutable topology.
+type Topology struct {
+	sources      map[topicRef]*source
+	stores       map[string]*storeSpec
+	repartitions map[topicRef][]topicRef
+}
+
+// Build checks the topology and returns it.
+func (b *Builder) Build() (*Topology, error) {
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
+	}
+	if len(b.sources) == 0 {
+		return nil, fmt.Errorf("%w: no source topic", ErrTopology)
+	}
+	for ref := range b.repartitions {
+		if b.sources[ref] == nil {
+			return nil, fmt.Errorf("%w: repartition topic %q has no reader", ErrTopology, ref.name)
+		}
+	}
+	b.built = true
+	return &Topology{sources: b.sources, stores: b.stores, repartitions: b.repartitions}, nil
+}
+
+// sourceTopics lists the resolved names of every topic the topology reads.
+func (t *Topology) sourceTopics(app string) []string {
+	var out []string
+	for ref := range t.sources {
+		out = append(out, ref.resolve(app))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// storesOf lists the stores owned by tasks of the source ref, sorted.
+func (t *Topology) storesOf(ref topicRef) []string {
+	var out []string
+	for name, s := range t.stores {
+		if s.origin == ref {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sourceFor finds the source of a resolved topic name.
+func (t *Topology) sourceFor(app, topic string) *source {
+	for ref, s := range t.sources {
+		if ref.resolve(app) == topic {
+			return s
+		}
+	}
+	return nil
+}
+
+// Stream reads topic with the given serdes.
+func Stream[K, V any](b *Builder, topic string, ks Serde[K], vs Serde[V]) *KStream[K, V] {
+	return streamFrom(b, topicRef{name: topic}, ks, vs)
+}
+
+func streamFrom[K, V any](b *Builder, ref topicRef, ks Serde[K], vs Serde[V]) *KStream[K, V] {
+	n := &node[K, V]{}
+	s := &KStream[K, V]{b: b, n: n, origins: []topicRef{ref}}
+	if b.sources[ref] != nil {
+		b.fail("topic %q is read twice", ref.name)
+		return s
+	}
+	b.sources[ref] = &source{ref: ref, handle: func(c *Context, kr *kgo.Record) error {
+		k, err := ks.Decode(kr.Key)
+		if err != nil {
+			return fmt.Errorf("decoding key of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
+		}
+		v, err := vs.Decode(kr.Value)
+		if err != nil {
+			return fmt.Errorf("decoding value of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
+		}
+		return n.forward(c, Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: kr.Headers})
+	}}
+	return s
+}
