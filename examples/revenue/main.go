@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/pkg/streams"
 )
@@ -41,6 +42,7 @@ func run() error {
 	guarantee := flag.String("guarantee", "exactly-once", "exactly-once or at-least-once")
 	commit := flag.Duration("commit-interval", 100*time.Millisecond, "commit interval")
 	metrics := flag.String("metrics", "", "address to serve /metrics on (empty: none)")
+	session := flag.Duration("session-timeout", 45*time.Second, "how long the group waits for a silent instance")
 	flag.Parse()
 
 	topo, err := Topology(*grace)
@@ -60,6 +62,7 @@ func run() error {
 		streams.CommitInterval(*commit),
 		streams.Logger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
 		streams.Registerer(reg),
+		streams.ClientOpts(kgo.SessionTimeout(*session)),
 	}
 	if *instance != "" {
 		opts = append(opts, streams.InstanceID(*instance))

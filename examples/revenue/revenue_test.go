@@ -22,28 +22,45 @@ func TestMain(m *testing.M) { os.Exit(testbroker.Main(m)) }
 
 const grace = 2 * time.Minute
 
+// keepForever is the output topic's config: summaries carry their window's
+// time, months old, which time retention would delete before the test
+// reads them.
+var keepForever = map[string]string{"retention.ms": "-1"}
+
 // produceOrders writes orders keyed by id; partition < 0 spreads them by
 // key, otherwise they all go to that partition.
 func produceOrders(t *testing.T, addr string, orders []Order, partition int32) {
 	t.Helper()
-	opts := []kgo.Opt{}
+	if err := writeOrders(addr, orders, partition); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeOrders is produceOrders for goroutines other than the test's.
+func writeOrders(addr string, orders []Order, partition int32) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr)}
 	if partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
-	cl := testbroker.NewClient(t, addr, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	var rs []*kgo.Record
 	for _, o := range orders {
 		v, err := json.Marshal(o)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		rs = append(rs, &kgo.Record{Topic: OrdersTopic, Key: []byte(o.ID), Value: v, Partition: max(partition, 0)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatalf("producing orders: %v", err)
+		return fmt.Errorf("producing orders: %w", err)
 	}
+	return nil
 }
 
 // readCommitted reads topic as a read_committed consumer, up to its end
@@ -148,7 +165,7 @@ func TestRevenueAgainstReference(t *testing.T) {
 			b := testbroker.Start(t)
 			const parts = 3
 			testbroker.CreateTopic(t, b.Addr(), OrdersTopic, parts, nil)
-			testbroker.CreateTopic(t, b.Addr(), SummaryTopic, parts, nil)
+			testbroker.CreateTopic(t, b.Addr(), SummaryTopic, parts, keepForever)
 			orders := generate(2000, 23)
 			produceOrders(t, b.Addr(), orders, 0)
 

@@ -31,6 +31,11 @@ type App struct {
 		Produce(context.Context, *kgo.Record, func(*kgo.Record, error))
 	}
 	ctx context.Context // the Run context, for produce calls
+
+	// firstInTxn is the first offset processed per partition in the
+	// current transaction (ExactlyOnce), to rewind partitions that have no
+	// committed offset when it aborts. Guarded by mu.
+	firstInTxn map[string]map[int32]int64
 }
 
 // New checks the configuration and returns an App ready to Run.
@@ -114,6 +119,16 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if err != nil || len(p.Records) == 0 {
 			return
+		}
+		if a.firstInTxn != nil {
+			ps := a.firstInTxn[p.Topic]
+			if ps == nil {
+				ps = map[int32]int64{}
+				a.firstInTxn[p.Topic] = ps
+			}
+			if _, ok := ps[p.Partition]; !ok {
+				ps[p.Partition] = p.Records[0].Offset
+			}
 		}
 		var t *task
 		if t, err = a.task(ctx, taskID{Topic: p.Topic, Partition: p.Partition}); err != nil {

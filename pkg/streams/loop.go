@@ -24,6 +24,9 @@ func (a *App) runExactlyOnce(ctx context.Context, opts []kgo.Opt) error {
 	defer sess.Close()
 	a.prod = sess
 	for {
+		a.mu.Lock()
+		a.firstInTxn = map[string]map[int32]int64{}
+		a.mu.Unlock()
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("streams: beginning a transaction: %w", err)
 		}
@@ -48,6 +51,7 @@ func (a *App) runExactlyOnce(ctx context.Context, opts []kgo.Opt) error {
 			err = a.finish(true)
 		} else {
 			a.finish(false)
+			a.rewindUncommitted(sess.Client())
 		}
 		a.mu.Unlock()
 		switch {
@@ -122,4 +126,29 @@ func (a *App) commitAtLeastOnce(ctx context.Context, cl *kgo.Client) error {
 		return fmt.Errorf("streams: committing offsets: %w", err)
 	}
 	return nil
+}
+
+// rewindUncommitted sets partitions that were read in an aborted
+// transaction and have no committed offset back to the first record read.
+// The session rewinds partitions to their committed offsets itself but
+// leaves partitions without one where they are, which would skip the
+// aborted records. a.mu is held.
+func (a *App) rewindUncommitted(cl *kgo.Client) {
+	committed := cl.CommittedOffsets()
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range a.firstInTxn {
+		for p, first := range ps {
+			if _, ok := committed[topic][p]; ok {
+				continue
+			}
+			if set[topic] == nil {
+				set[topic] = map[int32]kgo.EpochOffset{}
+			}
+			set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: first}
+		}
+	}
+	if len(set) > 0 {
+		a.log.Info("rewinding partitions without a committed offset after an abort", "partitions", set)
+		cl.SetOffsets(set)
+	}
 }

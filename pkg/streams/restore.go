@@ -134,7 +134,11 @@ func (a *App) ensureTopics(ctx context.Context) error {
 				n = max(n, on)
 			}
 			parts[ref] = n
-			return n, a.createTopic(ctx, adm, ref.resolve(a.cfg.appID), n, nil)
+			// Records keep their event time; time retention would delete
+			// old events before they are read, as Kafka Streams avoids
+			// the same way.
+			keep := map[string]*string{"retention.ms": kadm.StringPtr("-1")}
+			return n, a.createTopic(ctx, adm, ref.resolve(a.cfg.appID), n, keep)
 		}
 		name := ref.resolve(a.cfg.appID)
 		td, err := adm.ListTopics(ctx, name)
