@@ -112,3 +112,13 @@ func Logger(l *slog.Logger) Opt { return optFunc(func(c *config) { c.logger = l 
 
 // Registerer receives the App's Prometheus metrics (default: none).
 func Registerer(r prometheus.Registerer) Opt { return optFunc(func(c *config) { c.registerer = r }) }
+
+func (g Guarantee) String() string {
+	switch g {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
