@@ -120,19 +120,6 @@ func TestGroupedAggregations(t *testing.T) {
 	}
 }
 
-func windowed(t *testing.T, d *TestDriver, topic string) []string {
-	t.Helper()
-	rs, err := Output(d, topic, String(), Int64())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := []string{}
-	for _, r := range rs {
-		out = append(out, fmt.Sprintf("%s=%d", r.Key, r.Value))
-	}
-	return out
-}
-
 func TestTumblingWindowsEmitFinalWithGrace(t *testing.T) {
 	b := NewBuilder()
 	g := GroupByKey(Stream(b, "in", String(), String()), String(), String())
@@ -159,7 +146,7 @@ func TestTumblingWindowsEmitFinalWithGrace(t *testing.T) {
 	}
 	for i, s := range steps {
 		pipe(t, d, "in", s.key, "", s.ts)
-		got := windowed(t, d, "out")
+		got := output(t, d, "out", Int64())
 		want := s.emit
 		if want == nil {
 			want = []string{}
@@ -193,7 +180,7 @@ func TestHoppingWindowsEmitOnUpdate(t *testing.T) {
 	pipe(t, d, "in", "a", "", 12) // [5,15) [10,20); stream time 12 closes [0,10)
 	pipe(t, d, "in", "a", "", 9)  // [0,10) closed: dropped; [5,15) open
 	want := []string{"a@0-10=1", "a@0-10=2", "a@5-15=1", "a@5-15=2", "a@10-20=1", "a@5-15=3"}
-	if got := windowed(t, d, "out"); !reflect.DeepEqual(got, want) {
+	if got := output(t, d, "out", Int64()); !reflect.DeepEqual(got, want) {
 		t.Errorf("emitted %q, want %q", got, want)
 	}
 	if got := d.DroppedLate("hop"); got != 1 {

@@ -59,23 +59,33 @@ func Aggregate[K, V, A any](g *KGroupedStream[K, V], init func() A, agg func(K, 
 		if err != nil {
 			return err
 		}
-		cur := init()
-		if old, ok, err := st.get(kb); err != nil {
-			return err
-		} else if ok {
-			if cur, err = as.Decode(old); err != nil {
-				return err
-			}
-		}
-		next := agg(r.Key, r.Value, cur)
-		nb, err := as.Encode(next)
+		next, _, err := update(st, kb, init, as, func(a A) A { return agg(r.Key, r.Value, a) })
 		if err != nil {
 			return err
 		}
-		st.put(kb, nb)
 		return out.forward(c, Record[K, A]{Key: r.Key, Value: next, Timestamp: r.Timestamp, Headers: r.Headers})
 	})
 	return &KTable[K, A]{b: out.b, n: out.n, origins: out.origins, store: store}
+}
+
+// update applies fn to the A stored under k (init() when there is none),
+// stores the result and returns it with its encoding.
+func update[A any](st *kvStore, k []byte, init func() A, as Serde[A], fn func(A) A) (A, []byte, error) {
+	cur := init()
+	if old, ok, err := st.get(k); err != nil {
+		return cur, nil, err
+	} else if ok {
+		if cur, err = as.Decode(old); err != nil {
+			return cur, nil, err
+		}
+	}
+	next := fn(cur)
+	nb, err := as.Encode(next)
+	if err != nil {
+		return next, nil, err
+	}
+	st.put(k, nb)
+	return next, nb, nil
 }
 
 // Reduce combines each key's values with fn; the first value is kept as is.

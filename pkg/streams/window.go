@@ -150,21 +150,10 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 				c.task.m.lateDropped.WithLabelValues(store).Inc()
 				continue
 			}
-			wk := windowKey(start, kb)
-			cur := init()
-			if old, ok, err := st.get(wk); err != nil {
-				return err
-			} else if ok {
-				if cur, err = as.Decode(old); err != nil {
-					return err
-				}
-			}
-			next := agg(r.Key, r.Value, cur)
-			nb, err := as.Encode(next)
+			_, nb, err := update(st, windowKey(start, kb), init, as, func(a A) A { return agg(r.Key, r.Value, a) })
 			if err != nil {
 				return err
 			}
-			st.put(wk, nb)
 			if ws.emit == EmitOnUpdate {
 				if err := emitWindow(c, out, start, kb, nb, r.Timestamp); err != nil {
 					return err
