@@ -165,3 +165,37 @@ func sortedTaskIDs(m map[taskID]*task) []taskID {
 	}
 	return ids
 }
+
+// PipeDelete feeds a tombstone (a null value) for k to topic.
+func PipeDelete[K any](d *TestDriver, topic string, ks Serde[K], k K, ts time.Time) error {
+	kb, err := ks.Encode(k)
+	if err != nil {
+		return err
+	}
+	r := &kgo.Record{Topic: topic, Key: kb, Timestamp: ts, Offset: d.offsets[topic]}
+	d.offsets[topic]++
+	return d.pipe(r)
+}
+
+// Get reads k from the committed state of the key-value store named store.
+func Get[K, V any](d *TestDriver, store string, ks Serde[K], vs Serde[V], k K) (V, bool, error) {
+	var zero V
+	spec := d.topo.stores[store]
+	if spec == nil {
+		return zero, false, fmt.Errorf("streams: no store %q", store)
+	}
+	t := d.tasks[taskID{Topic: spec.origin.resolve(d.app)}]
+	if t == nil {
+		return zero, false, nil // no record has reached the store yet
+	}
+	kb, err := ks.Encode(k)
+	if err != nil {
+		return zero, false, err
+	}
+	b, ok, err := t.store(store).get(kb)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := vs.Decode(b)
+	return v, err == nil, err
+}

@@ -139,21 +139,32 @@ func Stream[K, V any](b *Builder, topic string, ks Serde[K], vs Serde[V]) *KStre
 
 func streamFrom[K, V any](b *Builder, ref topicRef, ks Serde[K], vs Serde[V]) *KStream[K, V] {
 	n := &node[K, V]{}
-	s := &KStream[K, V]{b: b, n: n, origins: []topicRef{ref}}
+	b.addSource(ref, func(c *Context, kr *kgo.Record) error {
+		r, err := decode(kr, ks, vs)
+		if err != nil {
+			return err
+		}
+		return n.forward(c, r)
+	})
+	return &KStream[K, V]{b: b, n: n, origins: []topicRef{ref}}
+}
+
+func (b *Builder) addSource(ref topicRef, handle func(*Context, *kgo.Record) error) {
 	if b.sources[ref] != nil {
 		b.fail("topic %q is read twice", ref.name)
-		return s
+		return
 	}
-	b.sources[ref] = &source{ref: ref, handle: func(c *Context, kr *kgo.Record) error {
-		k, err := ks.Decode(kr.Key)
-		if err != nil {
-			return fmt.Errorf("decoding key of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
-		}
-		v, err := vs.Decode(kr.Value)
-		if err != nil {
-			return fmt.Errorf("decoding value of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
-		}
-		return n.forward(c, Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: kr.Headers})
-	}}
-	return s
+	b.sources[ref] = &source{ref: ref, handle: handle}
+}
+
+func decode[K, V any](kr *kgo.Record, ks Serde[K], vs Serde[V]) (Record[K, V], error) {
+	k, err := ks.Decode(kr.Key)
+	if err != nil {
+		return Record[K, V]{}, fmt.Errorf("decoding key of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
+	}
+	v, err := vs.Decode(kr.Value)
+	if err != nil {
+		return Record[K, V]{}, fmt.Errorf("decoding value of %s/%d@%d: %w", kr.Topic, kr.Partition, kr.Offset, err)
+	}
+	return Record[K, V]{Key: k, Value: v, Timestamp: kr.Timestamp, Headers: kr.Headers}, nil
 }

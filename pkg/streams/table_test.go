@@ -1,0 +1,54 @@
+package streams
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestTableFromTopic(t *testing.T) {
+	b := NewBuilder()
+	prices := Table(b, "prices", String(), JSON[int](), "prices")
+	MapValues(prices.ToStream(), func(_ string, p int) int { return p * 2 }).To("doubled", String(), JSON[int]())
+	d := newDriver(t, b)
+
+	get := func(k string) (int, bool) {
+		t.Helper()
+		v, ok, err := Get(d, "prices", String(), JSON[int](), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, ok
+	}
+	if _, ok := get("a"); ok {
+		t.Fatal("a found before any record")
+	}
+	for i, kv := range []struct {
+		k string
+		v int
+	}{{"a", 1}, {"b", 5}, {"a", 3}} {
+		if err := Pipe(d, "prices", String(), JSON[int](), kv.k, kv.v, time.UnixMilli(int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := PipeDelete(d, "prices", String(), "b", time.UnixMilli(9)); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := get("a"); !ok || v != 3 {
+		t.Errorf("a = %d (%v), want 3", v, ok)
+	}
+	if v, ok := get("b"); ok {
+		t.Errorf("b = %d after its tombstone, want deleted", v)
+	}
+	if got, want := output(t, d, "doubled", JSON[int]()), []string{"a=2", "b=10", "a=6"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("updates %q, want %q", got, want)
+	}
+	// The changelog carries the tombstone, so a restore deletes b too.
+	rs, err := Output(d, "test-prices-changelog", String(), Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rs[len(rs)-1]; last.Key != "b" || last.Value != nil {
+		t.Errorf("last changelog record %s=%q, want a tombstone for b", last.Key, last.Value)
+	}
+}
