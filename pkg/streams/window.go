@@ -100,6 +100,22 @@ func (ws *TimeWindowedStream[K, V]) Emit(e Emit) *TimeWindowedStream[K, V] {
 // under streamTimeKey, which sorts after every window.
 var streamTimeKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 's', 't'}
 
+// advanceStreamTime moves the store's stream time to ts if ts is later, and
+// returns it.
+func advanceStreamTime(st *kvStore, ts int64) (int64, error) {
+	streamTime := int64(math.MinInt64)
+	if b, ok, err := st.get(streamTimeKey); err != nil {
+		return 0, err
+	} else if ok {
+		streamTime = int64(binary.BigEndian.Uint64(b))
+	}
+	if ts > streamTime {
+		streamTime = ts
+		st.put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(streamTime)))
+	}
+	return streamTime, nil
+}
+
 func windowKey(start int64, k []byte) []byte {
 	return append(binary.BigEndian.AppendUint64(nil, uint64(start)^(1<<63)), k...)
 }
@@ -134,16 +150,10 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 		if err != nil {
 			return err
 		}
-		streamTime := int64(math.MinInt64)
-		if b, ok, err := st.get(streamTimeKey); err != nil {
-			return err
-		} else if ok {
-			streamTime = int64(binary.BigEndian.Uint64(b))
-		}
 		ts := r.Timestamp.UnixMilli()
-		if ts > streamTime {
-			streamTime = ts
-			st.put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(streamTime)))
+		streamTime, err := advanceStreamTime(st, ts)
+		if err != nil {
+			return err
 		}
 		for _, start := range w.starts(ts) {
 			if start+closeAfter <= streamTime {
