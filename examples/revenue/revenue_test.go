@@ -134,7 +134,9 @@ func waitCaughtUp(t *testing.T, addr, app string) {
 	})
 }
 
-func lateDropped(t *testing.T, reg *prometheus.Registry) int {
+// metricSum adds up the samples of a counter family whose labels include
+// match.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string, match map[string]string) int {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -142,10 +144,21 @@ func lateDropped(t *testing.T, reg *prometheus.Registry) int {
 	}
 	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "streams_late_records_dropped_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for k, v := range match {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || l.GetName() == k && l.GetValue() == v
+				}
+				if !found {
+					continue metrics
+				}
 			}
+			n += m.GetCounter().GetValue()
 		}
 	}
 	return int(n)
@@ -204,8 +217,19 @@ func TestRevenueAgainstReference(t *testing.T) {
 			if got := summaries(t, b.Addr()); !reflect.DeepEqual(got, want) {
 				t.Fatalf("windows differ from the reference:\n got %d: %v\nwant %d: %v", len(got), got, len(want), want)
 			}
-			if got := lateDropped(t, reg); got != ref.late {
+			if got := metricSum(t, reg, "streams_late_records_dropped_total", nil); got != ref.late {
 				t.Errorf("late records dropped: metric says %d, reference %d", got, ref.late)
+			}
+			paid := 0
+			for _, o := range orders {
+				if o.Status == "PAID" {
+					paid++
+				}
+			}
+			for topic, want := range map[string]int{OrdersTopic: len(orders), "revenue-" + c.name + "-" + Repartition + "-repartition": paid} {
+				if got := metricSum(t, reg, "streams_records_processed_total", map[string]string{"topic": topic}); got != want {
+					t.Errorf("records processed from %s: metric says %d, want %d", topic, got, want)
+				}
 			}
 			t.Logf("%d orders, %d windows, %d late dropped, %d out of order accepted", len(orders), len(want), ref.late, ref.outOfOrder)
 		})

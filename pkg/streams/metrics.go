@@ -15,7 +15,7 @@ type metrics struct {
 	lateDropped *prometheus.CounterVec
 	restored    *prometheus.CounterVec
 	restoreLag  *prometheus.GaugeVec
-	storeKeys   *prometheus.GaugeVec
+	storeBytes  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
@@ -37,12 +37,12 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		restoreLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "streams_restore_remaining_records", Help: "Changelog offsets left to restore, per store and task (0 when done).", ConstLabels: labels,
 		}, []string{"store", "task"}),
-		storeKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "streams_store_keys", Help: "Committed keys in a state store, per store and task.", ConstLabels: labels,
-		}, []string{"store", "task"}),
+		storeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "streams_store_bytes", Help: "Disk space of a task's state (all its stores), after its last commit.", ConstLabels: labels,
+		}, []string{"task"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeKeys} {
+		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

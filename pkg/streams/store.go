@@ -153,17 +153,3 @@ func (s *kvStore) checkpoint() (int64, error) {
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
-
-// count returns the number of committed keys (a metric; it scans).
-func (s *kvStore) count() (int, error) {
-	hi := append(append([]byte{dataTag}, s.name...), 1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.prefix, UpperBound: hi})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		n++
-	}
-	return n, it.Close()
-}

@@ -134,11 +134,7 @@ func (t *task) commit() error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
-	for name, s := range t.stores {
-		if n, err := s.count(); err == nil {
-			t.m.storeKeys.WithLabelValues(name, t.id.String()).Set(float64(n))
-		}
-	}
+	t.m.storeBytes.WithLabelValues(t.id.String()).Set(float64(t.db.Metrics().DiskSpaceUsage()))
 	return nil
 }
 
