@@ -131,7 +131,7 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 			}
 		}
 		var t *task
-		if t, err = a.task(ctx, taskID{Topic: p.Topic, Partition: p.Partition}); err != nil {
+		if t, err = a.task(ctx, p.Topic, p.Partition); err != nil {
 			return
 		}
 		for _, r := range p.Records {
@@ -143,22 +143,23 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 	return err
 }
 
-// task returns the open task id, opening and restoring it if needed.
-// a.mu is held.
-func (a *App) task(ctx context.Context, id taskID) (*task, error) {
+// task returns the open task that reads partition p of topic, opening and
+// restoring it if needed. a.mu is held.
+func (a *App) task(ctx context.Context, topic string, p int32) (*task, error) {
+	rep, srcs, ok := a.topo.taskSources(a.cfg.appID, topic)
+	if !ok {
+		return nil, fmt.Errorf("streams: record from %q, which the topology does not read", topic)
+	}
+	id := taskID{Topic: rep.resolve(a.cfg.appID), Partition: p}
 	if t := a.tasks[id]; t != nil {
 		return t, nil
-	}
-	src := a.topo.sourceFor(a.cfg.appID, id.Topic)
-	if src == nil {
-		return nil, fmt.Errorf("streams: record from %q, which the topology does not read", id.Topic)
 	}
 	dir := filepath.Join(a.cfg.stateDir, a.cfg.appID, id.String())
 	db, err := pebble.Open(dir, &pebble.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("streams: opening the store of task %s: %w", id, err)
 	}
-	t := newTask(id, a.cfg.appID, src, db, a.topo.storesOf(src.ref), a, a.m)
+	t := newTask(id, a.cfg.appID, srcs, db, a.topo.storesOf(rep), a, a.m)
 	for _, name := range sortedKeys(t.stores) {
 		if err := a.restore(ctx, t, t.stores[name]); err != nil {
 			db.Close()
@@ -232,8 +233,12 @@ func (a *App) dropTasks(parts map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for topic, ps := range parts {
+		rep, _, ok := a.topo.taskSources(a.cfg.appID, topic)
+		if !ok {
+			continue
+		}
 		for _, p := range ps {
-			a.closeTask(taskID{Topic: topic, Partition: p})
+			a.closeTask(taskID{Topic: rep.resolve(a.cfg.appID), Partition: p})
 		}
 	}
 }

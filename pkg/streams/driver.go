@@ -68,11 +68,11 @@ func (d *TestDriver) send(topic string, _ int32, key, value []byte, ts time.Time
 }
 
 func (d *TestDriver) task(topic string) (*task, error) {
-	src := d.topo.sourceFor(d.app, topic)
-	if src == nil {
+	rep, srcs, ok := d.topo.taskSources(d.app, topic)
+	if !ok {
 		return nil, fmt.Errorf("streams: the topology does not read %q", topic)
 	}
-	id := taskID{Topic: topic}
+	id := taskID{Topic: rep.resolve(d.app)}
 	if t := d.tasks[id]; t != nil {
 		return t, nil
 	}
@@ -81,7 +81,7 @@ func (d *TestDriver) task(topic string) (*task, error) {
 		return nil, err
 	}
 	d.dbs = append(d.dbs, db)
-	t := newTask(id, d.app, src, db, d.topo.storesOf(src.ref), d, d.m)
+	t := newTask(id, d.app, srcs, db, d.topo.storesOf(rep), d, d.m)
 	d.tasks[id] = t
 	return t, nil
 }

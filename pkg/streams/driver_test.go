@@ -191,8 +191,6 @@ func TestHoppingWindowsEmitOnUpdate(t *testing.T) {
 func TestBuildErrors(t *testing.T) {
 	b := NewBuilder()
 	a := Stream(b, "a", String(), String())
-	c := Stream(b, "c", String(), String())
-	Count(GroupByKey(a.Merge(c), String(), String()), "two-sources")
 	Count(GroupByKey(a, String(), String()), "dup")
 	Count(GroupByKey(a, String(), String()), "dup")
 	Stream(b, "a", String(), String())
@@ -201,9 +199,25 @@ func TestBuildErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("Build accepted a bad topology")
 	}
-	for _, want := range []string{`"two-sources" is fed by 2 source topics`, `"dup" defined twice`, `topic "a" is read twice`, "window size 0s"} {
+	for _, want := range []string{`"dup" defined twice`, `topic "a" is read twice`, "window size 0s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Build error %q does not say %q", err, want)
 		}
+	}
+}
+
+// Two topics feeding one store are one task group: partition p of both is
+// one task and shares the store.
+func TestCoPartitionedSources(t *testing.T) {
+	b := NewBuilder()
+	a := Stream(b, "a", String(), String())
+	c := Stream(b, "c", String(), String())
+	Count(GroupByKey(a.Merge(c), String(), String()), "both").ToStream().To("out", String(), Int64())
+	d := newDriver(t, b)
+	pipe(t, d, "a", "k", "", 1)
+	pipe(t, d, "c", "k", "", 2)
+	pipe(t, d, "a", "k", "", 3)
+	if got, want := output(t, d, "out", Int64()), []string{"k=1", "k=2", "k=3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("counts %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -152,10 +153,20 @@ func (a *App) ensureTopics(ctx context.Context) error {
 		parts[ref] = int32(len(d.Partitions))
 		return parts[ref], nil
 	}
-	for ref := range a.topo.sources {
-		if _, err := count(ref); err != nil {
+	groupParts := map[topicRef]topicRef{}
+	for _, ref := range sortedRefs(a.topo.sources) {
+		n, err := count(ref)
+		if err != nil {
 			return err
 		}
+		// Partition p of every topic of a task group is one task: they
+		// must have as many partitions.
+		rep := a.topo.groups[ref]
+		if first, ok := groupParts[rep]; ok && parts[first] != n {
+			return fmt.Errorf("streams: %s has %d partitions and %s %d, but they feed common state and must be co-partitioned",
+				first.resolve(a.cfg.appID), parts[first], ref.resolve(a.cfg.appID), n)
+		}
+		groupParts[rep] = ref
 	}
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	for _, name := range sortedKeys(a.topo.stores) {
@@ -190,4 +201,15 @@ func (a *App) createTopic(ctx context.Context, adm *kadm.Client, name string, pa
 
 func u64(v int64) []byte {
 	return []byte{byte(v >> 56), byte(v >> 48), byte(v >> 40), byte(v >> 32), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
+}
+
+func sortedRefs[V any](m map[topicRef]V) []topicRef {
+	refs := make([]topicRef, 0, len(m))
+	for r := range m {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		return refs[i].name < refs[j].name || refs[i].name == refs[j].name && !refs[i].internal && refs[j].internal
+	})
+	return refs
 }

@@ -15,7 +15,8 @@ type collector interface {
 	send(topic string, partition int32, key, value []byte, ts time.Time, hdrs []kgo.RecordHeader, promise func(*kgo.Record, error))
 }
 
-// taskID names a task: one partition of one source topic.
+// taskID names a task: one partition of a task group, named by the
+// group's representative topic.
 type taskID struct {
 	Topic     string
 	Partition int32
@@ -28,7 +29,7 @@ func (id taskID) String() string { return fmt.Sprintf("%s-%d", id.Topic, id.Part
 type task struct {
 	id     taskID
 	app    string
-	src    *source
+	srcs   map[string]*source // by resolved topic name
 	db     *pebble.DB
 	stores map[string]*kvStore
 	out    collector
@@ -39,8 +40,8 @@ type task struct {
 	sendErr error
 }
 
-func newTask(id taskID, app string, src *source, db *pebble.DB, stores []string, out collector, m *metrics) *task {
-	t := &task{id: id, app: app, src: src, db: db, stores: map[string]*kvStore{}, out: out, m: m, next: map[string]int64{}}
+func newTask(id taskID, app string, srcs map[string]*source, db *pebble.DB, stores []string, out collector, m *metrics) *task {
+	t := &task{id: id, app: app, srcs: srcs, db: db, stores: map[string]*kvStore{}, out: out, m: m, next: map[string]int64{}}
 	for _, s := range stores {
 		t.stores[s] = newKVStore(db, s)
 	}
@@ -82,10 +83,14 @@ func (t *task) promise(store string) func(*kgo.Record, error) {
 func (t *task) process(kr *kgo.Record) error {
 	began := time.Now()
 	c := &Context{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, task: t}
-	if err := t.src.handle(c, kr); err != nil {
+	src := t.srcs[kr.Topic]
+	if src == nil {
+		return fmt.Errorf("task %s: record from %s, which is not one of its topics", t.id, kr.Topic)
+	}
+	if err := src.handle(c, kr); err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
-	t.m.processed.WithLabelValues(t.id.Topic).Inc()
+	t.m.processed.WithLabelValues(kr.Topic).Inc()
 	t.m.latency.Observe(time.Since(began).Seconds())
 	return nil
 }

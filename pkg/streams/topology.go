@@ -32,8 +32,9 @@ type source struct {
 }
 
 type storeSpec struct {
-	name   string
-	origin topicRef
+	name    string
+	origins []topicRef
+	origin  topicRef // the representative of the origins' task group, set by Build
 }
 
 // Builder describes a topology. Its operators record errors (a duplicate
@@ -67,12 +68,8 @@ func (b *Builder) addStore(name string, origins []topicRef) {
 		b.fail("a state store needs a name")
 	case b.stores[name] != nil:
 		b.fail("state store %q defined twice", name)
-	case len(origins) != 1:
-		// A task is one partition of one source topic; a store fed by two
-		// topics would need co-partitioned tasks, which do not exist yet.
-		b.fail("state store %q is fed by %d source topics, want 1 (repartition first)", name, len(origins))
 	default:
-		b.stores[name] = &storeSpec{name: name, origin: origins[0]}
+		b.stores[name] = &storeSpec{name: name, origins: origins}
 	}
 }
 
@@ -81,6 +78,44 @@ type Topology struct {
 	sources      map[topicRef]*source
 	stores       map[string]*storeSpec
 	repartitions map[topicRef][]topicRef
+	// groups maps every source topic to the representative of its task
+	// group: topics whose records reach a common store are co-partitioned,
+	// and partition p of all of them is one task.
+	groups map[topicRef]topicRef
+}
+
+// taskGroups joins source topics that feed a common store (union-find);
+// the representative of a group is its least topic.
+func taskGroups(sources map[topicRef]*source, stores map[string]*storeSpec) map[topicRef]topicRef {
+	parent := map[topicRef]topicRef{}
+	var find func(r topicRef) topicRef
+	find = func(r topicRef) topicRef {
+		p, ok := parent[r]
+		if !ok || p == r {
+			return r
+		}
+		root := find(p)
+		parent[r] = root
+		return root
+	}
+	less := func(a, b topicRef) bool { return a.name < b.name || a.name == b.name && !a.internal && b.internal }
+	for _, st := range stores {
+		for _, o := range st.origins[1:] {
+			a, b := find(st.origins[0]), find(o)
+			if a == b {
+				continue
+			}
+			if less(b, a) {
+				a, b = b, a
+			}
+			parent[b] = a
+		}
+	}
+	out := map[topicRef]topicRef{}
+	for ref := range sources {
+		out[ref] = find(ref)
+	}
+	return out
 }
 
 // Build checks the topology and returns it.
@@ -97,7 +132,11 @@ func (b *Builder) Build() (*Topology, error) {
 		}
 	}
 	b.built = true
-	return &Topology{sources: b.sources, stores: b.stores, repartitions: b.repartitions}, nil
+	groups := taskGroups(b.sources, b.stores)
+	for _, st := range b.stores {
+		st.origin = groups[st.origins[0]]
+	}
+	return &Topology{sources: b.sources, stores: b.stores, repartitions: b.repartitions, groups: groups}, nil
 }
 
 // sourceTopics lists the resolved names of every topic the topology reads.
@@ -110,7 +149,24 @@ func (t *Topology) sourceTopics(app string) []string {
 	return out
 }
 
-// storesOf lists the stores owned by tasks of the source ref, sorted.
+// taskSources returns the task group of a resolved topic name: its
+// representative and every source in it by resolved name.
+func (t *Topology) taskSources(app, topic string) (topicRef, map[string]*source, bool) {
+	src := t.sourceFor(app, topic)
+	if src == nil {
+		return topicRef{}, nil, false
+	}
+	rep := t.groups[src.ref]
+	srcs := map[string]*source{}
+	for ref, s := range t.sources {
+		if t.groups[ref] == rep {
+			srcs[ref.resolve(app)] = s
+		}
+	}
+	return rep, srcs, true
+}
+
+// storesOf lists the stores owned by tasks of the group ref, sorted.
 func (t *Topology) storesOf(ref topicRef) []string {
 	var out []string
 	for name, s := range t.stores {
