@@ -75,7 +75,7 @@ func (a *App) Run(ctx context.Context) error {
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(a.topo.sourceTopics(a.cfg.appID)...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(newCopartitionBalancer(a.topo, a.cfg.appID)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(newPartitioner()),
