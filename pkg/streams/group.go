@@ -39,6 +39,10 @@ type KTable[K, V any] struct {
 	n       *node[K, V]
 	origins []topicRef
 	store   string
+	// ks and vs encode the store's keys and values, for joins; nil for
+	// tables a join cannot look up (windowed ones).
+	ks Serde[K]
+	vs Serde[V]
 }
 
 // ToStream returns the table's updates as a stream.
@@ -65,7 +69,7 @@ func Aggregate[K, V, A any](g *KGroupedStream[K, V], init func() A, agg func(K, 
 		}
 		return out.forward(c, Record[K, A]{Key: r.Key, Value: next, Timestamp: r.Timestamp, Headers: r.Headers})
 	})
-	return &KTable[K, A]{b: out.b, n: out.n, origins: out.origins, store: store}
+	return &KTable[K, A]{b: out.b, n: out.n, origins: out.origins, store: store, ks: g.ks, vs: as}
 }
 
 // update applies fn to the A stored under k (init() when there is none),
@@ -96,7 +100,7 @@ func Reduce[K, V any](g *KGroupedStream[K, V], fn func(V, V) V, store string) *K
 		}
 		return reduceAcc[V]{set: true, value: fn(a.value, v)}
 	}, reduceSerde[V]{vs: g.vs}, store)
-	return &KTable[K, V]{b: t.b, n: mapNode(t.n, func(a reduceAcc[V]) V { return a.value }), origins: t.origins, store: store}
+	return &KTable[K, V]{b: t.b, n: mapNode(t.n, func(a reduceAcc[V]) V { return a.value }), origins: t.origins, store: store, ks: g.ks, vs: g.vs}
 }
 
 // reduceAcc is a reduce's state: no value yet, or the value so far.

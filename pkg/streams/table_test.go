@@ -52,3 +52,37 @@ func TestTableFromTopic(t *testing.T) {
 		t.Errorf("last changelog record %s=%q, want a tombstone for b", last.Key, last.Value)
 	}
 }
+
+// Hand-computed: clicks joined with the users table as it is when each
+// click arrives.
+func TestStreamTableJoin(t *testing.T) {
+	b := NewBuilder()
+	users := Table(b, "users", String(), String(), "users")
+	clicks := Stream(b, "clicks", String(), String())
+	JoinTable(clicks, users, func(_ string, page, region string) string { return page + "@" + region }).To("inner", String(), String())
+	LeftJoinTable(clicks, users, func(_ string, page, region string, ok bool) string {
+		if !ok {
+			return page + "@?"
+		}
+		return page + "@" + region
+	}).To("left", String(), String())
+	d := newDriver(t, b)
+
+	pipe(t, d, "clicks", "u1", "home", 1) // no user yet
+	pipe(t, d, "users", "u1", "eu", 2)
+	pipe(t, d, "clicks", "u1", "cart", 3)
+	pipe(t, d, "users", "u1", "us", 4) // a table update emits nothing by itself
+	pipe(t, d, "clicks", "u1", "pay", 5)
+	pipe(t, d, "clicks", "u2", "home", 6)
+	if err := PipeDelete(d, "users", String(), "u1", time.UnixMilli(7)); err != nil {
+		t.Fatal(err)
+	}
+	pipe(t, d, "clicks", "u1", "bye", 8)
+
+	if got, want := output(t, d, "inner", String()), []string{"u1=cart@eu", "u1=pay@us"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("inner join %q, want %q", got, want)
+	}
+	if got, want := output(t, d, "left", String()), []string{"u1=home@?", "u1=cart@eu", "u1=pay@us", "u2=home@?", "u1=bye@?"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("left join %q, want %q", got, want)
+	}
+}

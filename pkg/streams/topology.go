@@ -73,6 +73,21 @@ func (b *Builder) addStore(name string, origins []topicRef) {
 	}
 }
 
+// linkStore records that records from origins read store (a join): their
+// topics join the store's task group.
+func (b *Builder) linkStore(name string, origins []topicRef) {
+	st := b.stores[name]
+	if st == nil {
+		b.fail("no state store %q to join", name)
+		return
+	}
+	for _, o := range origins {
+		if !containsRef(st.origins, o) {
+			st.origins = append(st.origins, o)
+		}
+	}
+}
+
 // Topology is a built, immutable topology.
 type Topology struct {
 	sources      map[topicRef]*source
