@@ -65,18 +65,6 @@ func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() 
 	g := ss.g
 	g.s.b.addStore(store, g.s.origins)
 	gap, grace := ss.w.Gap.Milliseconds(), ss.w.Grace.Milliseconds()
-	emit := func(c *Context, out *node[Windowed[K], A], end, start int64, kb, vb []byte) error {
-		k, err := g.ks.Decode(kb)
-		if err != nil {
-			return err
-		}
-		a, err := as.Decode(vb)
-		if err != nil {
-			return err
-		}
-		key := Windowed[K]{Key: k, Start: time.UnixMilli(start), End: time.UnixMilli(end)}
-		return out.forward(c, Record[Windowed[K], A]{Key: key, Value: a, Timestamp: time.UnixMilli(end)})
-	}
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)
 		kb, err := g.ks.Encode(r.Key)
@@ -122,7 +110,7 @@ func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() 
 			}
 			st.put(sessionKey(end, start, kb), nb)
 			if ss.emit == EmitOnUpdate {
-				if err := emit(c, out, end, start, kb, nb); err != nil {
+				if err := forwardWindow(c, out, g.ks, as, kb, nb, start, end, time.UnixMilli(end)); err != nil {
 					return err
 				}
 			}
@@ -137,7 +125,7 @@ func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() 
 			if ss.emit != EmitFinal {
 				return nil
 			}
-			return emit(c, out, e, s, k, vb)
+			return forwardWindow(c, out, g.ks, as, k, vb, s, e, time.UnixMilli(e))
 		})
 	})
 	return &KTable[Windowed[K], A]{b: out.b, n: out.n, origins: out.origins, store: store}

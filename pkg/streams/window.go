@@ -132,18 +132,6 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 	g.s.b.addStore(store, g.s.origins)
 	size := w.Size.Milliseconds()
 	closeAfter := size + w.Grace.Milliseconds() // a window closes at start+closeAfter
-	emitWindow := func(c *Context, out *node[Windowed[K], A], start int64, kb, vb []byte, ts time.Time) error {
-		k, err := g.ks.Decode(kb)
-		if err != nil {
-			return err
-		}
-		a, err := as.Decode(vb)
-		if err != nil {
-			return err
-		}
-		key := Windowed[K]{Key: k, Start: time.UnixMilli(start), End: time.UnixMilli(start + size)}
-		return out.forward(c, Record[Windowed[K], A]{Key: key, Value: a, Timestamp: ts})
-	}
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)
 		kb, err := g.ks.Encode(r.Key)
@@ -165,7 +153,7 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 				return err
 			}
 			if ws.emit == EmitOnUpdate {
-				if err := emitWindow(c, out, start, kb, nb, r.Timestamp); err != nil {
+				if err := forwardWindow(c, out, g.ks, as, kb, nb, start, start+size, r.Timestamp); err != nil {
 					return err
 				}
 			}
@@ -182,10 +170,24 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 			if ws.emit != EmitFinal {
 				return nil
 			}
-			return emitWindow(c, out, start, kb, vb, time.UnixMilli(start+size-1))
+			return forwardWindow(c, out, g.ks, as, kb, vb, start, start+size, time.UnixMilli(start+size-1))
 		})
 	})
 	return &KTable[Windowed[K], A]{b: out.b, n: out.n, origins: out.origins, store: store}
+}
+
+// forwardWindow decodes a stored window and passes it on.
+func forwardWindow[K, A any](c *Context, out *node[Windowed[K], A], ks Serde[K], as Serde[A], kb, vb []byte, start, end int64, ts time.Time) error {
+	k, err := ks.Decode(kb)
+	if err != nil {
+		return err
+	}
+	a, err := as.Decode(vb)
+	if err != nil {
+		return err
+	}
+	key := Windowed[K]{Key: k, Start: time.UnixMilli(start), End: time.UnixMilli(end)}
+	return out.forward(c, Record[Windowed[K], A]{Key: key, Value: a, Timestamp: ts})
 }
 
 // WindowedCount counts each key's records per window.
