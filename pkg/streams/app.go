@@ -24,6 +24,9 @@ type App struct {
 
 	mu    sync.Mutex
 	tasks map[taskID]*task
+	// partitions is each task group's partition count, known once the
+	// internal topics are set up.
+	partitions map[topicRef]int32
 
 	// prod is the session (ExactlyOnce) or the client (AtLeastOnce) that
 	// tasks write through.

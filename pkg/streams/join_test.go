@@ -2,9 +2,11 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,12 +59,14 @@ func TestJoinAcrossInstances(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var dones []chan error
+	var apps []*App
 	for i := range 2 {
 		app, err := New(topo, Brokers(b.Addr()), ApplicationID("join"), InstanceID(fmt.Sprint(i)),
 			StateDir(filepath.Join(t.TempDir(), "state")), ClientOpts(kgo.SessionTimeout(6*time.Second)))
 		if err != nil {
 			t.Fatal(err)
 		}
+		apps = append(apps, app)
 		done := make(chan error, 1)
 		go func() { done <- app.Run(ctx) }()
 		dones = append(dones, done)
@@ -123,5 +127,23 @@ func TestJoinAcrossInstances(t *testing.T) {
 	sort.Strings(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("enriched clicks:\n got %d %v\nwant %d %v", len(got), got, len(want), want)
+	}
+
+	// Each user is answered by exactly one instance, with its latest region.
+	for u := range 40 {
+		var answers []string
+		for i, app := range apps {
+			v, ok, err := Query(app, "users", String(), String(), fmt.Sprintf("u%d", u))
+			switch {
+			case errors.Is(err, ErrNotLocal):
+			case err != nil:
+				t.Fatal(err)
+			default:
+				answers = append(answers, fmt.Sprintf("%d:%s:%v", i, v, ok))
+			}
+		}
+		if len(answers) != 1 || !strings.HasSuffix(answers[0], fmt.Sprintf(":r%d:true", (u+1)%3)) {
+			t.Errorf("query of u%d answered %v, want one instance with r%d", u, answers, (u+1)%3)
+		}
 	}
 }

@@ -168,6 +168,12 @@ func (a *App) ensureTopics(ctx context.Context) error {
 		}
 		groupParts[rep] = ref
 	}
+	a.mu.Lock()
+	a.partitions = map[topicRef]int32{}
+	for rep, ref := range groupParts {
+		a.partitions[rep] = parts[ref]
+	}
+	a.mu.Unlock()
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	for _, name := range sortedKeys(a.topo.stores) {
 		n, err := count(a.topo.stores[name].origin)
