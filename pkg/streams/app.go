@@ -22,6 +22,8 @@ type App struct {
 	log  *slog.Logger
 	m    *metrics
 
+	bal *copartitionBalancer
+
 	mu    sync.Mutex
 	tasks map[taskID]*task
 	// partitions is each task group's partition count, known once the
@@ -58,7 +60,10 @@ func New(topo *Topology, opts ...Opt) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streams: registering metrics: %w", err)
 	}
-	return &App{cfg: cfg, topo: topo, log: cfg.logger.With("app", cfg.appID, "instance", cfg.instanceID), m: m, tasks: map[taskID]*task{}}, nil
+	return &App{
+		cfg: cfg, topo: topo, log: cfg.logger.With("app", cfg.appID, "instance", cfg.instanceID), m: m,
+		tasks: map[taskID]*task{}, bal: newCopartitionBalancer(topo, cfg.appID, cfg.endpoint),
+	}, nil
 }
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -78,7 +83,7 @@ func (a *App) Run(ctx context.Context) error {
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(a.topo.sourceTopics(a.cfg.appID)...),
-		kgo.Balancers(newCopartitionBalancer(a.topo, a.cfg.appID)),
+		kgo.Balancers(a.bal),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(newPartitioner()),

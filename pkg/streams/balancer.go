@@ -1,7 +1,10 @@
 package streams
 
 import (
+	"encoding/json"
+	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,23 +15,40 @@ import (
 // revokes everything, as Kafka Streams' assignor did before KIP-429) and
 // sticky: a member keeps the tasks it owned while it is under the fair
 // share, so its stores stay where they are.
+//
+// Members send their query endpoint in their metadata's UserData; the
+// leader sends every member the map of task owners' endpoints in the
+// assignment's UserData, so any member can route a query.
 type copartitionBalancer struct {
-	group map[string]string // resolved topic -> its task group's representative
+	group    map[string]string // resolved topic -> its task group's representative
+	endpoint string
+
+	mu     sync.Mutex
+	owners map[string]map[int32]string // group -> partition -> endpoint, from the last assignment
 }
 
-func newCopartitionBalancer(t *Topology, app string) *copartitionBalancer {
+func newCopartitionBalancer(t *Topology, app, endpoint string) *copartitionBalancer {
 	g := map[string]string{}
 	for ref, rep := range t.groups {
 		g[ref.resolve(app)] = rep.resolve(app)
 	}
-	return &copartitionBalancer{group: g}
+	return &copartitionBalancer{group: g, endpoint: endpoint}
+}
+
+// owner is the query endpoint of the member running partition p of group
+// ("" when unknown).
+func (b *copartitionBalancer) owner(group string, p int32) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owners[group][p]
 }
 
 func (*copartitionBalancer) ProtocolName() string { return "sluice-streams-copartition" }
 func (*copartitionBalancer) IsCooperative() bool  { return false }
 
-func (*copartitionBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+func (b *copartitionBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
+	meta.UserData = []byte(b.endpoint)
 	meta.Version = 2
 	meta.Topics = interests
 	meta.Generation = generation
@@ -42,8 +62,44 @@ func (*copartitionBalancer) JoinGroupMetadata(interests []string, current map[st
 	return meta.AppendTo(nil)
 }
 
-func (*copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+func (b *copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(assignment); err != nil {
+		return nil, fmt.Errorf("streams: parsing an assignment: %w", err)
+	}
+	owners := map[string]map[int32]string{}
+	if len(a.UserData) > 0 {
+		if err := json.Unmarshal(a.UserData, &owners); err != nil {
+			return nil, fmt.Errorf("streams: parsing the task owners of an assignment: %w", err)
+		}
+	}
+	b.mu.Lock()
+	b.owners = owners
+	b.mu.Unlock()
+	out := map[string][]int32{}
+	for _, t := range a.Topics {
+		out[t.Topic] = t.Partitions
+	}
+	return out, nil
+}
+
+// withOwners adds the task owners' endpoints to every member's assignment.
+type withOwners struct {
+	plan   kgo.IntoSyncAssignment
+	owners []byte
+}
+
+func (w withOwners) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+	out := w.plan.IntoSyncAssignment()
+	for i := range out {
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
+			continue // kgo wrote it; it parses
+		}
+		a.UserData = w.owners
+		out[i].MemberAssignment = a.AppendTo(nil)
+	}
+	return out
 }
 
 func (b *copartitionBalancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -83,11 +139,13 @@ func (b *copartitionBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[strin
 	})
 	share := (len(keys) + len(members) - 1) / max(len(members), 1)
 	owner := map[taskKey]int{}
+	endpoints := make([]string, len(members))
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		for i := range members {
 			if members[i].MemberID != m.MemberID {
 				continue
 			}
+			endpoints[i] = string(meta.UserData)
 			for _, o := range meta.OwnedPartitions {
 				g, ok := b.group[o.Topic]
 				if !ok {
@@ -121,11 +179,20 @@ func (b *copartitionBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[strin
 		load[best]++
 	}
 	plan := cb.NewPlan()
+	owners := map[string]map[int32]string{}
 	for _, k := range keys {
 		m := &members[assigned[k]]
 		for _, topic := range tasks[k] {
 			plan.AddPartition(m, topic, k.partition)
 		}
+		if owners[k.group] == nil {
+			owners[k.group] = map[int32]string{}
+		}
+		owners[k.group][k.partition] = endpoints[assigned[k]]
 	}
-	return plan
+	data, err := json.Marshal(owners)
+	if err != nil {
+		cb.SetError(err)
+	}
+	return withOwners{plan: plan, owners: data}
 }

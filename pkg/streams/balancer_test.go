@@ -50,7 +50,7 @@ func TestCopartitionBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bal := newCopartitionBalancer(topo, "app")
+	bal := newCopartitionBalancer(topo, "app", "")
 	parts := map[string]int32{"a": 3, "c": 3, "x": 3}
 
 	check := func(got []map[string][]int32) {

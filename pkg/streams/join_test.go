@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -60,12 +63,21 @@ func TestJoinAcrossInstances(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var dones []chan error
 	var apps []*App
+	var endpoints []string
 	for i := range 2 {
-		app, err := New(topo, Brokers(b.Addr()), ApplicationID("join"), InstanceID(fmt.Sprint(i)),
-			StateDir(filepath.Join(t.TempDir(), "state")), ClientOpts(kgo.SessionTimeout(6*time.Second)))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { ln.Close() })
+		app, err := New(topo, Brokers(b.Addr()), ApplicationID("join"), InstanceID(fmt.Sprint(i)),
+			StateDir(filepath.Join(t.TempDir(), "state")), ClientOpts(kgo.SessionTimeout(6*time.Second)),
+			QueryEndpoint(ln.Addr().String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go http.Serve(ln, QueryHandler(app, "users", String(), String(), func(s string) (string, error) { return s, nil }))
+		endpoints = append(endpoints, ln.Addr().String())
 		apps = append(apps, app)
 		done := make(chan error, 1)
 		go func() { done <- app.Run(ctx) }()
@@ -144,6 +156,22 @@ func TestJoinAcrossInstances(t *testing.T) {
 		}
 		if len(answers) != 1 || !strings.HasSuffix(answers[0], fmt.Sprintf(":r%d:true", (u+1)%3)) {
 			t.Errorf("query of u%d answered %v, want one instance with r%d", u, answers, (u+1)%3)
+		}
+	}
+
+	// Over HTTP, either instance answers for every user: its own keys
+	// locally, the others' by forwarding to their owner.
+	for _, ep := range endpoints {
+		for u := range 40 {
+			resp, err := http.Get(fmt.Sprintf("http://%s/?key=u%d", ep, u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("%q\n", fmt.Sprintf("r%d", (u+1)%3)); resp.StatusCode != http.StatusOK || string(body) != want {
+				t.Errorf("GET u%d from %s: %d %q, want 200 %q", u, ep, resp.StatusCode, body, want)
+			}
 		}
 	}
 }

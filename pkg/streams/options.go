@@ -45,6 +45,7 @@ type config struct {
 	clientOpts     []kgo.Opt
 	logger         *slog.Logger
 	registerer     prometheus.Registerer
+	endpoint       string
 }
 
 func defaultConfig() config {
@@ -122,3 +123,7 @@ func (g Guarantee) String() string {
 	}
 	return fmt.Sprintf("Guarantee(%d)", int(g))
 }
+
+// QueryEndpoint is the host:port where this instance serves QueryHandler;
+// other instances forward queries for keys this instance owns there.
+func QueryEndpoint(hostport string) Opt { return optFunc(func(c *config) { c.endpoint = hostport }) }

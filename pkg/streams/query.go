@@ -1,8 +1,11 @@
 package streams
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -46,4 +49,76 @@ func Query[K, V any](a *App, store string, ks Serde[K], vs Serde[V], k K) (V, bo
 	defer closer.Close()
 	v, err := vs.Decode(b)
 	return v, err == nil, err
+}
+
+// forwardedHeader marks a query one instance forwarded to another, which
+// answers it or fails but never forwards it again.
+const forwardedHeader = "Streams-Forwarded"
+
+// ownerEndpoint is the query endpoint of the instance running k's task in
+// store's task group ("" when unknown).
+func (a *App) ownerEndpoint(store string, kb []byte) string {
+	spec := a.topo.stores[store]
+	a.mu.Lock()
+	n := a.partitions[spec.origin]
+	a.mu.Unlock()
+	if n == 0 {
+		return ""
+	}
+	return a.bal.owner(spec.origin.resolve(a.cfg.appID), KeyPartition(kb, int(n)))
+}
+
+// QueryHandler serves GET ?key=<key> on the key-value store named store:
+// 200 with the value as JSON, 404 when the key is absent, 503 when the
+// key's task is not open anywhere known. A key whose task runs on another
+// instance is forwarded to that instance's QueryEndpoint. parse turns the
+// query parameter into a key.
+func QueryHandler[K, V any](a *App, store string, ks Serde[K], vs Serde[V], parse func(string) (K, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, err := parse(r.URL.Query().Get("key"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		v, ok, err := Query(a, store, ks, vs, k)
+		switch {
+		case errors.Is(err, ErrNotLocal):
+			kb, err := ks.Encode(k)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			a.forwardQuery(w, r, kb, store)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		case !ok:
+			http.Error(w, "no such key", http.StatusNotFound)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(v)
+		}
+	})
+}
+
+func (a *App) forwardQuery(w http.ResponseWriter, r *http.Request, kb []byte, store string) {
+	owner := a.ownerEndpoint(store, kb)
+	if owner == "" || owner == a.cfg.endpoint || r.Header.Get(forwardedHeader) != "" {
+		http.Error(w, "the key's task is not open on any known instance", http.StatusServiceUnavailable)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+owner+r.URL.RequestURI(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set(forwardedHeader, a.cfg.endpoint)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("forwarding to %s: %v", owner, err), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
 }
