@@ -86,3 +86,31 @@ func TestStreamTableJoin(t *testing.T) {
 		t.Errorf("left join %q, want %q", got, want)
 	}
 }
+
+// Hand-computed: orders joined with payments of the same key at most 10ms
+// before to 20ms after the order, grace 0.
+func TestStreamStreamJoin(t *testing.T) {
+	b := NewBuilder()
+	orders := Stream(b, "orders", String(), String())
+	payments := Stream(b, "payments", String(), String())
+	JoinStreams(orders, payments, String(), String(), String(),
+		JoinWindows{Before: 10 * time.Millisecond, After: 20 * time.Millisecond},
+		func(_ string, o, p string) string { return o + "+" + p }, "op").To("paid", String(), String())
+	d := newDriver(t, b)
+
+	pipe(t, d, "orders", "k", "o1", 100)
+	pipe(t, d, "payments", "k", "p1", 115) // o1 at 100: 115 in [90,120]: joins
+	pipe(t, d, "payments", "x", "px", 116) // another key
+	pipe(t, d, "payments", "k", "p2", 125) // 125 > 120: no join with o1
+	pipe(t, d, "orders", "k", "o2", 110)   // payments 100..130: p1, p2
+	pipe(t, d, "orders", "k", "o3", 140)   // payments 130..160: none
+	pipe(t, d, "payments", "k", "p3", 135) // orders 115..145 (t-After..t+Before): o3
+	pipe(t, d, "orders", "k", "o4", 100)   // late: 100+20 < stream time 140
+	want := []string{"k=o1+p1", "k=o2+p1", "k=o2+p2", "k=o3+p3"}
+	if got := output(t, d, "paid", String()); !reflect.DeepEqual(got, want) {
+		t.Errorf("joined %q, want %q", got, want)
+	}
+	if n := d.DroppedLate("op"); n != 1 {
+		t.Errorf("dropped %d, want 1", n)
+	}
+}
