@@ -221,3 +221,28 @@ func TestCoPartitionedSources(t *testing.T) {
 		t.Errorf("counts %q, want %q", got, want)
 	}
 }
+
+func TestHoppingWindowsEmitFinal(t *testing.T) {
+	b := NewBuilder()
+	g := GroupByKey(Stream(b, "in", String(), String()), String(), String())
+	tbl := WindowedCount(WindowedBy(g, HoppingWindows(10*time.Millisecond, 5*time.Millisecond, 2*time.Millisecond)).Emit(EmitFinal), "hop")
+	Map(tbl.ToStream(), func(w Windowed[string], n int64) (string, int64) {
+		return fmt.Sprintf("%s@%d", w.Key, w.Start.UnixMilli()), n
+	}).To("out", String(), Int64())
+	d := newDriver(t, b)
+
+	pipe(t, d, "in", "a", "", 3)  // [0,10)
+	pipe(t, d, "in", "a", "", 7)  // [0,10) [5,15)
+	pipe(t, d, "in", "a", "", 11) // [5,15) [10,20)
+	if got := output(t, d, "out", Int64()); len(got) != 0 {
+		t.Fatalf("emitted %q before any window closed", got)
+	}
+	pipe(t, d, "in", "a", "", 12) // stream time 12 closes [0,10) (10+2)
+	if got, want := output(t, d, "out", Int64()), []string{"a@0=2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("emitted %q, want %q", got, want)
+	}
+	pipe(t, d, "in", "a", "", 40) // closes [5,15) and [10,20)
+	if got, want := output(t, d, "out", Int64()), []string{"a@5=3", "a@10=2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("emitted %q, want %q", got, want)
+	}
+}

@@ -3,7 +3,6 @@ package streams
 import (
 	"bytes"
 	"encoding/binary"
-	"math"
 	"time"
 )
 
@@ -36,7 +35,7 @@ func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 	// side's buffered records of its key from lo to hi, expire old ones.
 	side := func(c *Context, own, other string, kb, vb []byte, ts, lo, hi, lateAfter int64, emit func(ob []byte, ots int64) error) error {
 		st := c.task.store(ls) // stream time lives in the left store
-		streamTime, err := advanceStreamTime(st, ts)
+		streamTime, prevTime, err := advanceStreamTime(st, ts)
 		if err != nil {
 			return err
 		}
@@ -55,9 +54,12 @@ func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 		if err != nil {
 			return err
 		}
+		if streamTime == prevTime {
+			return nil
+		}
 		for _, name := range []string{ls, rs} {
 			s := c.task.store(name)
-			err := s.scan(windowKey(math.MinInt64, nil), windowKey(streamTime-keep, nil), func(k, _ []byte) error {
+			err := s.scan(windowKey(closingFrom(prevTime, keep+1), nil), windowKey(streamTime-keep, nil), func(k, _ []byte) error {
 				s.delete(k)
 				return nil
 			})

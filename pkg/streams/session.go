@@ -72,7 +72,7 @@ func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() 
 			return err
 		}
 		ts := r.Timestamp.UnixMilli()
-		streamTime, err := advanceStreamTime(st, ts)
+		streamTime, prevTime, err := advanceStreamTime(st, ts)
 		if err != nil {
 			return err
 		}
@@ -115,11 +115,12 @@ func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() 
 				}
 			}
 		}
-		if streamTime < 0 {
+		if streamTime < 0 || streamTime == prevTime {
 			return nil
 		}
 		// Close sessions no record that is not late can reach any more.
-		return st.scan(sessionKey(math.MinInt64, math.MinInt64, nil), sessionKey(streamTime-grace-gap, math.MinInt64, nil), func(sk, vb []byte) error {
+		lo := sessionKey(closingFrom(prevTime, grace+gap+1), math.MinInt64, nil)
+		return st.scan(lo, sessionKey(streamTime-grace-gap, math.MinInt64, nil), func(sk, vb []byte) error {
 			e, s, k := splitSessionKey(sk)
 			st.delete(sk)
 			if ss.emit != EmitFinal {

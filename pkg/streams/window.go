@@ -101,19 +101,32 @@ func (ws *TimeWindowedStream[K, V]) Emit(e Emit) *TimeWindowedStream[K, V] {
 var streamTimeKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 's', 't'}
 
 // advanceStreamTime moves the store's stream time to ts if ts is later, and
-// returns it.
-func advanceStreamTime(st *kvStore, ts int64) (int64, error) {
-	streamTime := int64(math.MinInt64)
+// returns it with the stream time before (math.MinInt64 at first).
+// Everything closed by the earlier stream time is already gone from the
+// store, so a scan for what closes now starts there: scanning from the
+// start would step over the deletions of every closed window each time.
+func advanceStreamTime(st *kvStore, ts int64) (now, before int64, err error) {
+	before = math.MinInt64
 	if b, ok, err := st.get(streamTimeKey); err != nil {
-		return 0, err
+		return 0, 0, err
 	} else if ok {
-		streamTime = int64(binary.BigEndian.Uint64(b))
+		before = int64(binary.BigEndian.Uint64(b))
 	}
-	if ts > streamTime {
-		streamTime = ts
-		st.put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(streamTime)))
+	now = before
+	if ts > now {
+		now = ts
+		st.put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(now)))
 	}
-	return streamTime, nil
+	return now, before, nil
+}
+
+// closingFrom is the first time a close scan needs to look at, given the
+// stream time before and the distance d from a stored time to its close.
+func closingFrom(before, d int64) int64 {
+	if before == math.MinInt64 {
+		return math.MinInt64
+	}
+	return before - d + 1
 }
 
 func windowKey(start int64, k []byte) []byte {
@@ -139,7 +152,7 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 			return err
 		}
 		ts := r.Timestamp.UnixMilli()
-		streamTime, err := advanceStreamTime(st, ts)
+		streamTime, prevTime, err := advanceStreamTime(st, ts)
 		if err != nil {
 			return err
 		}
@@ -160,11 +173,11 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 		}
 		// Close every window whose end plus grace stream time has passed:
 		// emit it (EmitFinal) and drop it from the store.
-		if streamTime < 0 {
-			return nil // no window holds a timestamp before the epoch
+		if streamTime < 0 || streamTime == prevTime {
+			return nil // nothing closes
 		}
-		hi := windowKey(streamTime-closeAfter+1, nil)
-		return st.scan(windowKey(math.MinInt64, nil), hi, func(wk, vb []byte) error {
+		lo := windowKey(closingFrom(prevTime, closeAfter), nil)
+		return st.scan(lo, windowKey(streamTime-closeAfter+1, nil), func(wk, vb []byte) error {
 			start, kb := splitWindowKey(wk)
 			st.delete(wk)
 			if ws.emit != EmitFinal {
