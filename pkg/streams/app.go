@@ -163,7 +163,7 @@ func (a *App) task(ctx context.Context, topic string, p int32) (*task, error) {
 		return t, nil
 	}
 	dir := filepath.Join(a.cfg.stateDir, a.cfg.appID, id.String())
-	db, err := pebble.Open(dir, &pebble.Options{})
+	db, err := pebble.Open(dir, storeOptions())
 	if err != nil {
 		return nil, fmt.Errorf("streams: opening the store of task %s: %w", id, err)
 	}

@@ -76,7 +76,9 @@ func (d *TestDriver) task(topic string) (*task, error) {
 	if t := d.tasks[id]; t != nil {
 		return t, nil
 	}
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	opts := storeOptions()
+	opts.FS = vfs.NewMem()
+	db, err := pebble.Open("", opts)
 	if err != nil {
 		return nil, err
 	}

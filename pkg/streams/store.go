@@ -21,6 +21,13 @@ const (
 	checkpointTag = 'c'
 )
 
+// storeOptions are the Pebble options of a task's database. New databases
+// use v1.1's newest format: Pebble v2 opens nothing older than
+// FormatFlushableIngest, and v1.1's default is its oldest format.
+func storeOptions() *pebble.Options {
+	return &pebble.Options{FormatMajorVersion: pebble.FormatNewest}
+}
+
 // kvStore is a key-value state store: committed state in Pebble, this
 // commit interval's writes in an overlay that commit applies and abort
 // drops. Only the task's goroutine touches it (under App.mu).
