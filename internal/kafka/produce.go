@@ -164,6 +164,10 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 					sp.ErrorMessage = errorMessage(err)
 					break
 				}
+				if err := rc.checkSchemas(rt.Topic, p, rp.Records); err != nil {
+					sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, errorMessage(err)
+					break
+				}
 				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: rp.Records})
 				work = append(work, &works[len(works)-1])
 			default:
@@ -177,6 +181,10 @@ func produce(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 						break
 					}
 					records = up
+				}
+				if err := rc.checkSchemas(rt.Topic, p, records); err != nil {
+					sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, errorMessage(err)
+					break
 				}
 				works = append(works, produceWork{topic: ti, part: len(st.Partitions), p: p, records: records})
 				work = append(work, &works[len(works)-1])

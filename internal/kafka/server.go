@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/acl"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/sasl"
 	"github.com/sluice-mq/sluice/internal/scram"
@@ -30,6 +31,9 @@ type Config struct {
 	// Delays holds back produced records with a delayed-delivery header
 	// (nil: the log never reports them, see log.Config.DetectDelay).
 	Delays Delayer
+	// Schemas validates produced batches of topics that require registered
+	// schemas (internal/schemacheck); nil: none do.
+	Schemas SchemaChecker
 	// Lineage hears who produces to which topics, which clients are in
 	// which groups, which transactional ids commit offsets for which groups
 	// and who was given which producer id (internal/lineage); nil: nobody.
@@ -128,6 +132,19 @@ type Lineage interface {
 	Joined(group, clientID string)
 	TxnReads(txnID, group string)
 	ProducerID(pid int64, epoch int16, clientID, principal, txnID string)
+}
+
+// SchemaChecker validates a produced batch against the schema registry.
+type SchemaChecker interface {
+	Check(ctx context.Context, topic string, p *log.Partition, records []byte) error
+}
+
+// checkSchemas runs the configured SchemaChecker, if any.
+func (rc *reqCtx) checkSchemas(topic string, p *log.Partition, records []byte) error {
+	if c := rc.conn.srv.cfg.Schemas; c != nil {
+		return c.Check(rc.ctx, topic, p, records)
+	}
+	return nil
 }
 
 // lineage is the configured Lineage, or nil.
