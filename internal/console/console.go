@@ -33,11 +33,11 @@ var staticFS embed.FS
 type Console struct {
 	api      http.Handler // the admin API, without its authentication
 	registry http.Handler // the schema registry's REST API; nil: off
-	guard  *adminapi.Guard
-	logger *slog.Logger
-	pages  map[string]*template.Template
-	key    []byte // signs the CSRF token of anonymous use
-	now    func() time.Time
+	guard    *adminapi.Guard
+	logger   *slog.Logger
+	pages    map[string]*template.Template
+	key      []byte // signs the CSRF token of anonymous use
+	now      func() time.Time
 
 	mu       sync.Mutex
 	sessions map[string]*session

@@ -1,4 +1,4 @@
-package streams
+package streams_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/pkg/streams"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,18 +53,18 @@ func TestJoinAcrossInstances(t *testing.T) {
 	for _, topic := range []string{"users", "clicks", "enriched"} {
 		testbroker.CreateTopic(t, b.Addr(), topic, 3, nil)
 	}
-	bld := NewBuilder()
-	users := Table(bld, "users", String(), String(), "users")
-	JoinTable(Stream(bld, "clicks", String(), String()), users, func(_ string, page, region string) string {
+	bld := streams.NewBuilder()
+	users := streams.Table(bld, "users", streams.String(), streams.String(), "users")
+	streams.JoinTable(streams.Stream(bld, "clicks", streams.String(), streams.String()), users, func(_ string, page, region string) string {
 		return page + "@" + region
-	}).To("enriched", String(), String())
+	}).To("enriched", streams.String(), streams.String())
 	topo, err := bld.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var dones []chan error
-	var apps []*App
+	var apps []*streams.App
 	var endpoints []string
 	for i := range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -70,13 +72,13 @@ func TestJoinAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ln.Close() })
-		app, err := New(topo, Brokers(b.Addr()), ApplicationID("join"), InstanceID(fmt.Sprint(i)),
-			StateDir(filepath.Join(t.TempDir(), "state")), ClientOpts(kgo.SessionTimeout(6*time.Second)),
-			QueryEndpoint(ln.Addr().String()))
+		app, err := streams.New(topo, streams.Brokers(b.Addr()), streams.ApplicationID("join"), streams.InstanceID(fmt.Sprint(i)),
+			streams.StateDir(filepath.Join(t.TempDir(), "state")), streams.ClientOpts(kgo.SessionTimeout(6*time.Second)),
+			streams.QueryEndpoint(ln.Addr().String()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		go http.Serve(ln, QueryHandler(app, "users", String(), String(), func(s string) (string, error) { return s, nil }))
+		go http.Serve(ln, streams.QueryHandler(app, "users", streams.String(), streams.String(), func(s string) (string, error) { return s, nil }))
 		endpoints = append(endpoints, ln.Addr().String())
 		apps = append(apps, app)
 		done := make(chan error, 1)
@@ -145,9 +147,9 @@ func TestJoinAcrossInstances(t *testing.T) {
 	for u := range 40 {
 		var answers []string
 		for i, app := range apps {
-			v, ok, err := Query(app, "users", String(), String(), fmt.Sprintf("u%d", u))
+			v, ok, err := streams.Query(app, "users", streams.String(), streams.String(), fmt.Sprintf("u%d", u))
 			switch {
-			case errors.Is(err, ErrNotLocal):
+			case errors.Is(err, streams.ErrNotLocal):
 			case err != nil:
 				t.Fatal(err)
 			default:

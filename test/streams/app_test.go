@@ -1,12 +1,15 @@
-package streams
+package streams_test
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/pkg/streams"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -29,19 +32,19 @@ func produceWords(t *testing.T, addr string, from, to int) {
 	}
 }
 
-// runUntilCaughtUp runs an App until the group has committed every record
+// runUntilCaughtUp runs an streams.App until the group has committed every record
 // of words, then stops it gracefully, and returns how many changelog
 // records it restored.
-func runUntilCaughtUp(t *testing.T, addr, stateDir string, g Guarantee) float64 {
+func runUntilCaughtUp(t *testing.T, addr, stateDir string, g streams.Guarantee) float64 {
 	t.Helper()
-	b := NewBuilder()
-	Count(GroupByKey(Stream(b, "words", String(), Bytes()), String(), Bytes()), "counts").ToStream().To("counts", String(), Int64())
+	b := streams.NewBuilder()
+	streams.Count(streams.GroupByKey(streams.Stream(b, "words", streams.String(), streams.Bytes()), streams.String(), streams.Bytes()), "counts").ToStream().To("counts", streams.String(), streams.Int64())
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	app, err := New(topo, Brokers(addr), ApplicationID("wordcount"), StateDir(stateDir), ProcessingGuarantee(g), Registerer(reg))
+	app, err := streams.New(topo, streams.Brokers(addr), streams.ApplicationID("wordcount"), streams.StateDir(stateDir), streams.ProcessingGuarantee(g), streams.Registerer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,31 @@ func runUntilCaughtUp(t *testing.T, addr, stateDir string, g Guarantee) float64 
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	return counterValue(app.m.restored.WithLabelValues("counts"))
+	return restoredRecords(t, reg, "counts")
+}
+
+// restoredRecords reads streams_restored_records_total for store from the
+// app's Prometheus registry.
+func restoredRecords(t *testing.T, reg *prometheus.Registry, store string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if !strings.HasSuffix(mf.GetName(), "streams_restored_records_total") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == store {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // latestCounts reads the counts topic with read_committed and returns each
@@ -82,7 +109,7 @@ func latestCounts(t *testing.T, addr string) map[string]int64 {
 			if r.Attrs.IsControl() {
 				continue
 			}
-			n, err := Int64().Decode(r.Value)
+			n, err := streams.Int64().Decode(r.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,12 +122,12 @@ func latestCounts(t *testing.T, addr string) map[string]int64 {
 	return out
 }
 
-// TestRestoreFromCheckpointAndChangelog stops an App gracefully and starts
+// TestRestoreFromCheckpointAndChangelog stops an streams.App gracefully and starts
 // it again on the same state directory (nothing to restore: the local
 // checkpoint is the changelog's end), then on an empty one (everything is
 // restored from the changelog); counts continue from the state either way.
 func TestRestoreFromCheckpointAndChangelog(t *testing.T) {
-	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
+	for _, g := range []streams.Guarantee{streams.ExactlyOnce, streams.AtLeastOnce} {
 		t.Run(fmt.Sprint(g), func(t *testing.T) {
 			b := testbroker.Start(t)
 			testbroker.CreateTopic(t, b.Addr(), "words", 2, nil)
