@@ -380,7 +380,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
-	schemas := schemacheck.New(engine)
+	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: patterns(cfg.Governance.SchemaRequired)})
 	kcfg.Schemas = schemas
 	var (
 		delays      *delay.Service
@@ -672,6 +672,15 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 		return nil, err
 	}
 	return d, nil
+}
+
+// patterns compiles governance patterns (config.Validate checked them).
+func patterns(ps []string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, regexp.MustCompile(p))
+	}
+	return out
 }
 
 // namePattern compiles the governance pattern (config.Validate checked
