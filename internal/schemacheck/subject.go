@@ -179,6 +179,9 @@ func (c *compiled) decode(md protoreflect.MessageDescriptor, data []byte) error 
 		pool := pv.(*sync.Pool)
 		m := pool.Get().(*dynamicpb.Message)
 		err := proto.UnmarshalOptions{RecursionLimit: 100}.Unmarshal(data, m)
+		if err == nil {
+			err = unknownFields(m, "")
+		}
 		m.Reset()
 		pool.Put(m)
 		if err != nil {
@@ -202,4 +205,44 @@ func (c *compiled) decode(md protoreflect.MessageDescriptor, data []byte) error 
 // oneLine is a validation error's message without its line breaks.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// unknownFields refuses fields the schema does not declare, or declares
+// with another wire type, at any depth (protobuf keeps both as unknown
+// fields rather than failing): bytes written with the schema the id
+// names have none.
+func unknownFields(m protoreflect.Message, path string) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%s has fields its schema does not declare (or of another wire type)", messagePath(m, path))
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || (fd.IsMap() && fd.MapValue().Message() == nil) {
+			return true
+		}
+		p := path + "." + string(fd.Name())
+		switch {
+		case fd.IsMap():
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				err = unknownFields(mv.Message(), p)
+				return err == nil
+			})
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = unknownFields(l.Get(i).Message(), p)
+			}
+		default:
+			err = unknownFields(v.Message(), p)
+		}
+		return err == nil
+	})
+	return err
+}
+
+func messagePath(m protoreflect.Message, path string) string {
+	if path == "" {
+		return "message " + string(m.Descriptor().FullName())
+	}
+	return "field " + path[1:]
 }
