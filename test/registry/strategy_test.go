@@ -243,3 +243,91 @@ func TestStrategyConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeCheck: with sluice.value.schema.validation.decode=true the
+// data after the wire header must decode with the schema its id names
+// (Avro, Protobuf, JSON Schema); compressed batches are checked too; a
+// batch with one bad record among good ones is refused whole, with the
+// bad record named, and nothing of it is kept.
+func TestDecodeCheck(t *testing.T) {
+	b := testbroker.Start(t)
+	on := map[string]string{"sluice.value.schema.validation.decode": "true"}
+	for _, topic := range []string{"avro", "proto", "json"} {
+		testbroker.CreateTopic(t, b.Addr(), topic, 1, on)
+	}
+	testbroker.CreateTopic(t, b.Addr(), "idonly", 1, map[string]string{"sluice.value.schema.validation": "true"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	reg := srClient(t, b.RegistryAddr())
+	av := register(t, ctx, reg, "avro-value", userV1, sr.TypeAvro)
+	register(t, ctx, reg, "idonly-value", userV1, sr.TypeAvro)
+	pb := register(t, ctx, reg, "proto-value", shopProto, sr.TypeProtobuf)
+	js := register(t, ctx, reg, "json-value", orderJSON, sr.TypeJSON)
+
+	var serde sr.Serde
+	serde.Register(av, map[string]any{}, sr.EncodeFn(func(v any) ([]byte, error) { return avro.Marshal(avro.MustParse(userV1), v) }))
+	goodAvro, err := serde.Encode(map[string]any{"id": int64(1) << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 42)
+	line := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 3)
+	good := map[string][][]byte{
+		"avro":  {goodAvro, wire(av, []byte{0})}, // id 0 is one zigzag byte
+		"proto": {wire(pb, paid, 0), wire(pb, nil, 0), wire(pb, line, 1, 0)},
+		"json":  {wire(js, []byte(`{"id": 7, "extra": [1, 2]}`))},
+	}
+	bad := map[string]map[string][]byte{
+		"avro": {
+			"truncated":      goodAvro[:len(goodAvro)-1],
+			"trailing bytes": append(append([]byte(nil), goodAvro...), 1),
+			"no data":        wire(av, nil),
+		},
+		"proto": {
+			"truncated":      wire(pb, paid[:1], 0),
+			"wrong type":     wire(pb, protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "x"), 0),
+			"unknown field":  wire(pb, protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1), 0),
+			"nested unknown": wire(pb, protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1), 1, 0),
+		},
+		"json": {
+			"not JSON":         wire(js, []byte(`{"id": `)),
+			"fails the schema": wire(js, []byte(`{"id": "seven"}`)),
+			"missing id":       wire(js, []byte(`{}`)),
+			"two values":       wire(js, []byte(`{"id":1} {"id":2}`)),
+		},
+	}
+	cl := b.Client(t, kgo.RecordRetries(1))
+	kept := map[string]int{}
+	for topic, vs := range good {
+		for codec := int8(0); codec <= 4; codec++ {
+			if err := rawProduce(ctx, t, cl, topic, codec, values(vs...)...); err != nil {
+				t.Fatalf("%s, codec %d: good records refused: %v", topic, codec, err)
+			}
+			kept[topic] += len(vs)
+		}
+		for name, v := range bad[topic] {
+			for _, codec := range []int8{0, 4} {
+				// The bad record third among good ones: the batch is refused
+				// whole and the message names record 2.
+				recs := values(append(append(append([][]byte{}, vs[0], vs[0]), v), vs...)...)
+				wantInvalid(t, topic+" "+name, rawProduce(ctx, t, cl, topic, codec, recs...), "record 2 of the batch", "the value")
+			}
+		}
+	}
+	// The id-only check takes what does not decode: it reads the header only.
+	if err := rawProduce(ctx, t, cl, "idonly", 1, values(bad["avro"]["no data"], bad["avro"]["truncated"])...); err != nil {
+		t.Fatalf("idonly: %v", err)
+	}
+	// A franz-go producer with compression: good records in, bad refused.
+	zcl := b.Client(t, kgo.RecordRetries(1), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	if err := produceErr(ctx, zcl, "avro", goodAvro, goodAvro, goodAvro); err != nil {
+		t.Fatalf("gzip producer: %v", err)
+	}
+	kept["avro"] += 3
+	wantInvalid(t, "gzip producer, truncated", produceErr(ctx, zcl, "avro", bad["avro"]["truncated"]))
+	for topic, want := range kept {
+		if n := len(testbroker.ReadAll(t, b.Addr(), topic)[0]); n != want {
+			t.Errorf("%s holds %d records, want %d", topic, n, want)
+		}
+	}
+}
