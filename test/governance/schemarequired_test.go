@@ -1,0 +1,95 @@
+package governance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/sluice-mq/sluice/internal/config"
+	"github.com/sluice-mq/sluice/internal/testbroker"
+)
+
+// TestSchemaRequired: with governance.schema_required, a topic whose name
+// matches validates its values by default however it was created
+// (CreateTopics, auto-creation by a producer, the admin API): plain bytes
+// are refused with INVALID_RECORD and a registered schema id is taken.
+// An explicit sluice.value.schema.validation=false turns it off for one
+// topic; other topics take anything.
+func TestSchemaRequired(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
+		c.Governance.SchemaRequired = []string{`^payments\.`, `^audit$`}
+		c.AutoCreateTopics = true
+	}))
+	cl := b.Client(t, kgo.RecordRetries(3), kgo.AllowAutoTopicCreation())
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "payments.created"); err != nil {
+		t.Fatal(err)
+	}
+	off := "false"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"sluice.value.schema.validation": &off}, "payments.scratch"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+b.AdminAddr()+"/v1/topics", "application/json", bytes.NewReader([]byte(`{"name": "audit", "partitions": 1}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("admin API creating audit: %s", resp.Status)
+	}
+
+	reg, err := sr.NewClient(sr.URLs("http://" + b.RegistryAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const schema = `{"type":"record","name":"Paid","fields":[{"name":"id","type":"long"}]}`
+	produce := func(topic string, value []byte) error {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr()
+	}
+	refused := func(topic string) {
+		t.Helper()
+		if err := produce(topic, []byte("plain")); !errors.Is(err, kerr.InvalidRecord) {
+			t.Fatalf("%s took a record without a schema: %v", topic, err)
+		}
+		ss, err := reg.CreateSchema(ctx, topic+"-value", sr.Schema{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := produce(topic, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(ss.ID)), 2)); err != nil {
+			t.Fatalf("%s refused a registered schema id: %v", topic, err)
+		}
+	}
+	refused("payments.created")
+	refused("audit")
+	// Auto-created by this produce, then refused by the same rule.
+	if err := produce("payments.auto", []byte("plain")); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("payments.auto (auto-created) took a record without a schema: %v", err)
+	}
+	refused("payments.auto")
+	for _, topic := range []string{"payments.scratch", "orders"} {
+		if err := produce(topic, []byte("plain")); err != nil {
+			t.Fatalf("%s refused a record: %v", topic, err)
+		}
+	}
+	// Each topic holds what was taken and nothing refused.
+	for topic, want := range map[string]int{"payments.created": 1, "audit": 1, "payments.auto": 1, "payments.scratch": 1, "orders": 1} {
+		if n := len(testbroker.ReadAll(t, b.Addr(), topic)[0]); n != want {
+			t.Errorf("%s holds %d records, want %d", topic, n, want)
+		}
+	}
+}
