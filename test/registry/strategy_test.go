@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -328,6 +329,40 @@ func TestDecodeCheck(t *testing.T) {
 	for topic, want := range kept {
 		if n := len(testbroker.ReadAll(t, b.Addr(), topic)[0]); n != want {
 			t.Errorf("%s holds %d records, want %d", topic, n, want)
+		}
+	}
+}
+
+// TestConfluentPythonStrategies: librdkafka producers (confluent-kafka-
+// python) into topics checking under each strategy, with subjects named
+// by confluent-kafka-python's own strategy functions: a registered id is
+// taken, a stray id, data failing the JSON Schema (decode check on) and
+// bytes outside the wire format are refused with INVALID_RECORD.
+func TestConfluentPythonStrategies(t *testing.T) {
+	testbroker.NeedPythonModule(t, "requests", "python3-requests")
+	testbroker.NeedPythonModule(t, "confluent_kafka.schema_registry", "python3-confluent-kafka")
+	b := testbroker.Start(t)
+	for topic, strategy := range map[string]string{"py-topic": "TopicNameStrategy", "py-record": "RecordNameStrategy",
+		"py-topicrecord": "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"} {
+		testbroker.CreateTopic(t, b.Addr(), topic, 1, map[string]string{"sluice.value.schema.validation.decode": "true",
+			"sluice.value.subject.name.strategy": strategy})
+	}
+	out := testbroker.RunTool(t, nil, 2*time.Minute, testbroker.Python, "testdata/strategies.py", "http://"+b.RegistryAddr(), b.Addr())
+	var got map[string]int
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the script's output %q: %v", out, err)
+	}
+	invalid := int(kerr.InvalidRecord.Code)
+	for _, topic := range []string{"py-topic", "py-record", "py-topicrecord"} {
+		for c, want := range map[string]int{"good": 0, "stray": invalid, "bad json": invalid, "plain": invalid} {
+			if got[topic+" "+c] != want {
+				t.Errorf("%s, %s: delivery code %d, want %d", topic, c, got[topic+" "+c], want)
+			}
+		}
+	}
+	for _, topic := range []string{"py-topic", "py-record", "py-topicrecord"} {
+		if n := len(testbroker.ReadAll(t, b.Addr(), topic)[0]); n != 1 {
+			t.Errorf("%s holds %d records, want 1", topic, n)
 		}
 	}
 }
