@@ -194,10 +194,15 @@ func (c *Checker) check(ctx context.Context, topic string, p Partition, records 
 			continue
 		}
 		if err := p.WalkRecords(ctx, &h, bt, fn); err != nil {
-			if bad != nil {
+			switch {
+			case bad != nil:
 				return bad
+			case errors.Is(err, batch.ErrCorrupt) || errors.Is(err, batch.ErrTooLarge):
+				return nil // the append refuses the batch with its own error
 			}
-			return nil // the append refuses the batch with its own error
+			// Not checked (the request ended, the decompression budget
+			// was not to be had): not taken either.
+			return fmt.Errorf("%w: the batch could not be checked: %v", ErrInvalid, err)
 		}
 	}
 	return nil

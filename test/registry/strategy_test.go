@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -364,5 +365,46 @@ func TestConfluentPythonStrategies(t *testing.T) {
 		if n := len(testbroker.ReadAll(t, b.Addr(), topic)[0]); n != 1 {
 			t.Errorf("%s holds %d records, want 1", topic, n)
 		}
+	}
+}
+
+// TestValidationHostileBatches: a compressed batch that decompresses past
+// its limit, or does not decompress, is refused on a validating topic with
+// the log's own error, not followed into unbounded memory.
+func TestValidationHostileBatches(t *testing.T) {
+	b := testbroker.Start(t)
+	testbroker.CreateTopic(t, b.Addr(), "v", 1, map[string]string{"sluice.value.schema.validation.decode": "true", "max.message.bytes": "100000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := b.Client(t)
+	zeros := make([]byte, 9<<20) // more than the 8 MiB decompressed limit; a few KiB compressed
+	err := rawProduce(ctx, t, cl, "v", 4, values(zeros)...)
+	var r refusal
+	if !errors.As(err, &r) || r.code != kerr.MessageTooLarge.Code {
+		t.Fatalf("a zstd bomb: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	bt, err := batch.Build(1, time.Now().UnixMilli(), values([]byte("abc"), []byte("def")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt[batch.HeaderSize] ^= 0xff // the gzip stream's magic
+	binary.BigEndian.PutUint32(bt[batch.OffCRC:], batch.ComputeCRC(bt))
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "v"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = bt
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.CorruptMessage.Code {
+		t.Fatalf("a gzip batch that does not decompress: %v, want CORRUPT_MESSAGE", kerr.ErrorForCode(c))
+	}
+	if n := len(testbroker.ReadAll(t, b.Addr(), "v")); n != 0 && len(testbroker.ReadAll(t, b.Addr(), "v")[0]) != 0 {
+		t.Fatal("a refused batch was kept")
 	}
 }
