@@ -77,6 +77,11 @@ type Options struct {
 	// SchemaRequired: the value validation of a topic whose name matches
 	// one of these (governance.schema_required) defaults to true.
 	SchemaRequired []*regexp.Regexp
+	// TopicDefaults are the broker-level topic config defaults
+	// (topic_defaults, and dynamic ones): a topic without an override of a
+	// config of the check takes the broker's (after SchemaRequired); nil:
+	// none.
+	TopicDefaults func() map[string]string
 }
 
 // Checker validates produced batches. Its registry is set once the
@@ -130,13 +135,33 @@ type side struct {
 	lastCP  *compiled
 }
 
-func (c *Checker) side(topic, what string, configs map[string]string, on, decode, strategy string, required bool) side {
+// side resolves one side's configs: the topic's override, else (for the
+// value's validation) true under governance.schema_required, else the
+// broker's default, else the built-in one (off, TopicNameStrategy).
+func (c *Checker) side(topic, what string, configs, defaults map[string]string, on, decode, strategy string, required bool) side {
 	s := side{what: what, lastID: -1}
+	get := func(k string) (string, bool) {
+		if v, ok := configs[k]; ok {
+			return v, true
+		}
+		v, ok := defaults[k]
+		return v, ok
+	}
 	v, set := configs[on]
-	s.on = v == "true" || (!set && required)
-	s.decode = configs[decode] == "true"
+	switch {
+	case set:
+		s.on = v == "true"
+	case required:
+		s.on = true
+	default:
+		v, _ = get(on)
+		s.on = v == "true"
+	}
+	v, _ = get(decode)
+	s.decode = v == "true"
 	s.on = s.on || s.decode
-	s.strategy, _ = ParseStrategy(configs[strategy]) // validated when set
+	v, _ = get(strategy)
+	s.strategy, _ = ParseStrategy(v) // validated when set
 	if s.on {
 		s.subject = topic + "-" + what
 	}
@@ -155,8 +180,12 @@ func (c *Checker) check(ctx context.Context, topic string, p Partition, records 
 	if !ok {
 		return nil
 	}
-	val := c.side(topic, "value", t.Configs, ValueConfig, ValueDecodeConfig, ValueStrategyConfig, c.Required(topic))
-	key := c.side(topic, "key", t.Configs, KeyConfig, KeyDecodeConfig, KeyStrategyConfig, false)
+	var defaults map[string]string
+	if c.opts.TopicDefaults != nil {
+		defaults = c.opts.TopicDefaults()
+	}
+	val := c.side(topic, "value", t.Configs, defaults, ValueConfig, ValueDecodeConfig, ValueStrategyConfig, c.Required(topic))
+	key := c.side(topic, "key", t.Configs, defaults, KeyConfig, KeyDecodeConfig, KeyStrategyConfig, false)
 	if !val.on && !key.on {
 		return nil
 	}

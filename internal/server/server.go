@@ -380,7 +380,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
-	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: patterns(cfg.Governance.SchemaRequired)})
+	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: patterns(cfg.Governance.SchemaRequired), TopicDefaults: b.TopicDefaults})
 	kcfg.Schemas = schemas
 	var (
 		delays      *delay.Service

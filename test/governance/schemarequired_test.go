@@ -93,3 +93,44 @@ func TestSchemaRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerDefaultValidation: a broker-level topic default
+// (topic_defaults) of sluice.value.schema.validation=true validates every
+// topic without an override, as DescribeConfigs reports it; an override of
+// false does not.
+func TestBrokerDefaultValidation(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithTopicDefaults(map[string]string{"sluice.value.schema.validation": "true"}))
+	cl := b.Client(t, kgo.RecordRetries(3))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	off := "false"
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "checked"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"sluice.value.schema.validation": &off}, "free"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := adm.DescribeTopicConfigs(ctx, "checked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := rc.On("checked", nil); err != nil || !describes(c.Configs, "sluice.value.schema.validation", "true") {
+		t.Fatalf("DescribeConfigs of checked: %v %+v", err, c)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "checked", Value: []byte("plain")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("checked took a record without a schema: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "free", Value: []byte("plain")}).FirstErr(); err != nil {
+		t.Fatalf("free refused a record: %v", err)
+	}
+}
+
+func describes(cs []kadm.Config, name, value string) bool {
+	for _, c := range cs {
+		if c.Key == name {
+			return c.Value != nil && *c.Value == value
+		}
+	}
+	return false
+}
