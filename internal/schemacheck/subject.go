@@ -113,7 +113,7 @@ type compiled struct {
 	json  *js.Schema
 	err   error // why this schema cannot be checked (not parsed)
 	// protoPool keeps dynamic messages per message type for reuse.
-	protoPool sync.Map // protoreflect.FullName -> *sync.Pool
+	protoPool sync.Map // protoreflect.MessageDescriptor -> *sync.Pool
 }
 
 func compile(info *registry.SchemaInfo) *compiled {
@@ -155,6 +155,15 @@ func (c *compiled) message(path []int32) (protoreflect.MessageDescriptor, error)
 	return md, nil
 }
 
+// proto0 is the file's first message for a Protobuf schema (indexes
+// [0]), nil for another type.
+func (c *compiled) proto0() (protoreflect.MessageDescriptor, error) {
+	if c.proto == nil {
+		return nil, nil
+	}
+	return c.message([]int32{0})
+}
+
 // recordName is the record name of the payload's schema.
 func (c *compiled) recordName(md protoreflect.MessageDescriptor) (string, error) {
 	if md != nil {
@@ -175,7 +184,10 @@ func (c *compiled) decode(md protoreflect.MessageDescriptor, data []byte) error 
 			return fmt.Errorf("does not decode with Avro schema id %d: %v", c.info.ID, err)
 		}
 	case md != nil:
-		pv, _ := c.protoPool.LoadOrStore(md.FullName(), &sync.Pool{New: func() any { return dynamicpb.NewMessage(md) }})
+		pv, ok := c.protoPool.Load(md)
+		if !ok {
+			pv, _ = c.protoPool.LoadOrStore(md, &sync.Pool{New: func() any { return dynamicpb.NewMessage(md) }})
+		}
 		pool := pv.(*sync.Pool)
 		m := pool.Get().(*dynamicpb.Message)
 		err := proto.UnmarshalOptions{RecursionLimit: 100}.Unmarshal(data, m)
