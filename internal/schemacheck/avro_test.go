@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	hamba "github.com/hamba/avro/v2"
+
+	"github.com/sluice-mq/sluice/internal/registry"
+	"github.com/sluice-mq/sluice/internal/schema"
 )
 
 // A schema with every kind of Avro type, and a recursive one.
@@ -117,5 +120,40 @@ func FuzzMessageIndexes(f *testing.F) {
 				t.Fatalf("negative index %d", i)
 			}
 		}
+	})
+}
+
+// FuzzDecode: the payload check of each format takes any bytes without
+// panicking or running away.
+func FuzzDecode(f *testing.F) {
+	texts := []struct {
+		typ  schema.Type
+		text string
+	}{
+		{schema.Avro, richSchema},
+		{schema.Protobuf, `syntax = "proto3"; package f; message M { int64 id = 1; string s = 2; repeated N ns = 3; map<string, N> m = 4; } message N { bytes b = 1; M back = 2; }`},
+		{schema.JSON, `{"title":"T","type":"object","properties":{"id":{"type":"integer"},"xs":{"type":"array","items":{"type":"string"}}},"required":["id"]}`},
+	}
+	cps := make([]*compiled, len(texts))
+	for i, tc := range texts {
+		p, err := schema.Parse(tc.typ, tc.text, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		cps[i] = compile(&registry.SchemaInfo{ID: i + 1, Type: tc.typ, Schema: tc.text, Parsed: p})
+	}
+	good, _ := hamba.Marshal(hamba.MustParse(richSchema), richValue())
+	f.Add(uint8(0), good)
+	f.Add(uint8(1), []byte{0x08, 0x96, 0x01, 0x12, 0x02, 'h', 'i', 0x1a, 0x02, 0x0a, 0x00})
+	f.Add(uint8(1), []byte{0x22, 0x07, 0x0a, 0x01, 'k', 0x12, 0x02, 0x0a, 0x00})
+	f.Add(uint8(2), []byte(`{"id": 1, "xs": ["a"]}`))
+	f.Add(uint8(2), []byte(`[[[[[[[[[[`))
+	f.Fuzz(func(t *testing.T, kind uint8, data []byte) {
+		cp := cps[int(kind)%len(cps)]
+		md, err := cp.proto0()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cp.decode(md, data)
 	})
 }
