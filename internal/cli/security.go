@@ -62,10 +62,22 @@ func securityOpts(cmd *cobra.Command) ([]kgo.Opt, error) {
 	if mech != "" && user == "" {
 		return nil, fmt.Errorf("%w: --%s needs --%s", ErrBadFlag, saslMechanismFlag, saslUserFlag)
 	}
+	cfg, err := tlsConfig(cmd)
+	if err != nil || cfg == nil {
+		return opts, err
+	}
+	return append(opts, kgo.DialTLSConfig(cfg)), nil
+}
+
+// tlsConfig is the client TLS configuration the --tls flags ask for; nil
+// when they ask for none.
+func tlsConfig(cmd *cobra.Command) (*tls.Config, error) {
+	f := cmd.Flags()
+	get := func(name string) string { v, _ := f.GetString(name); return v }
 	useTLS, _ := f.GetBool(tlsFlag)
 	ca, cert, key := get(tlsCAFlag), get(tlsCertFlag), get(tlsKeyFlag)
 	if !useTLS && ca == "" && cert == "" {
-		return opts, nil
+		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
@@ -85,5 +97,5 @@ func securityOpts(cmd *cobra.Command) ([]kgo.Opt, error) {
 		}
 		cfg.Certificates = []tls.Certificate{c}
 	}
-	return append(opts, kgo.DialTLSConfig(cfg)), nil
+	return cfg, nil
 }
