@@ -52,10 +52,7 @@ and, for a private CA, --tls-ca.`,
 	f.String(registryFlag, DefaultRegistry, "schema registry URL, comma-separated for several (env "+RegistryEnv+" when the flag is not set)")
 	f.String(saslUserFlag, "", "user for HTTP Basic, when the registry authenticates (a SASL user on sluice)")
 	f.String(saslPasswordFlag, "", "password of --sasl-user (env "+SASLPasswordEnv+" when the flag is not set)")
-	f.Bool(tlsFlag, false, "talk https (implied by an https:// URL, --tls-ca and --tls-cert)")
-	f.String(tlsCAFlag, "", "PEM file of the CA that signed the registry's certificate (default: the system's)")
-	f.String(tlsCertFlag, "", "PEM client certificate, for registries that check them")
-	f.String(tlsKeyFlag, "", "PEM key of --tls-cert")
+	addTLSFlags(f, "registries")
 	cmd.AddCommand(schemaRegisterCommand(), schemaListCommand(), schemaShowCommand(), schemaVersionsCommand(),
 		schemaDiffCommand(), schemaCheckCommand(), schemaConfigCommand(), schemaModeCommand(), schemaDeleteCommand())
 	return cmd
@@ -220,15 +217,32 @@ type schemaRequest struct {
 	References []sr.SchemaReference `json:"references,omitempty"`
 }
 
-// addSchemaFileFlags gives a command --file, --type and --reference.
-func addSchemaFileFlags(cmd *cobra.Command, file, typ *string, refs *[]string) {
-	cmd.Flags().StringVarP(file, "file", "f", "", "the schema file (- for standard input)")
-	cmd.Flags().StringVarP(typ, "type", "t", "", "AVRO, PROTOBUF or JSON (default: from the file's extension, .avsc/.avro, .proto, .json; else AVRO)")
-	cmd.Flags().StringArrayVarP(refs, "reference", "r", nil, "a reference name=subject:version (repeatable; version a number or latest)")
+// schemaFile is the --file, --type and --reference flags of register and
+// check.
+type schemaFile struct {
+	file, typ string
+	refs      []string
+}
+
+func (sf *schemaFile) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&sf.file, "file", "f", "", "the schema file (- for standard input)")
+	cmd.Flags().StringVarP(&sf.typ, "type", "t", "", "AVRO, PROTOBUF or JSON (default: from the file's extension, .avsc/.avro, .proto, .json; else AVRO)")
+	cmd.Flags().StringArrayVarP(&sf.refs, "reference", "r", nil, "a reference name=subject:version (repeatable; version a number or latest)")
 	cmd.MarkFlagRequired("file")
 }
 
-// readSchemaRequest reads --file and resolves --type and --reference.
+// request builds the registry client and the request body: the file's
+// text, its type and its references (latest resolved to a number).
+func (sf *schemaFile) request(cmd *cobra.Command) (*registry, schemaRequest, error) {
+	r, err := newRegistry(cmd)
+	if err != nil {
+		return nil, schemaRequest{}, err
+	}
+	req, err := readSchemaRequest(cmd, r, sf.file, sf.typ, sf.refs)
+	return r, req, err
+}
+
+// readSchemaRequest reads file and resolves typ and refs.
 func readSchemaRequest(cmd *cobra.Command, r *registry, file, typ string, refs []string) (schemaRequest, error) {
 	var req schemaRequest
 	var rd io.Reader
@@ -315,9 +329,8 @@ func parseReference(s string) (sr.SchemaReference, error) {
 
 func schemaRegisterCommand() *cobra.Command {
 	var (
-		file, typ string
-		refs      []string
-		asJSON    bool
+		sf     schemaFile
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "register SUBJECT --file F",
@@ -327,11 +340,7 @@ func schemaRegisterCommand() *cobra.Command {
   sluice schema register users-value --file user.json --registry https://registry:8081 --tls-ca ca.pem`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := newRegistry(cmd)
-			if err != nil {
-				return err
-			}
-			req, err := readSchemaRequest(cmd, r, file, typ, refs)
+			r, req, err := sf.request(cmd)
 			if err != nil {
 				return err
 			}
@@ -353,7 +362,7 @@ func schemaRegisterCommand() *cobra.Command {
 			return nil
 		},
 	}
-	addSchemaFileFlags(cmd, &file, &typ, &refs)
+	sf.addFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {subject, id, version} as JSON")
 	return cmd
 }

@@ -13,9 +13,9 @@ import (
 
 func schemaCheckCommand() *cobra.Command {
 	var (
-		file, typ, version string
-		refs               []string
-		verbose, asJSON    bool
+		sf              schemaFile
+		version         string
+		verbose, asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check SUBJECT --file F",
@@ -29,11 +29,7 @@ are printed) or on error.`,
   sluice schema check orders-value --file order-v3.avsc --version 1 --verbose`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := newRegistry(cmd)
-			if err != nil {
-				return err
-			}
-			req, err := readSchemaRequest(cmd, r, file, typ, refs)
+			r, req, err := sf.request(cmd)
 			if err != nil {
 				return err
 			}
@@ -82,7 +78,7 @@ are printed) or on error.`,
 			return nil
 		},
 	}
-	addSchemaFileFlags(cmd, &file, &typ, &refs)
+	sf.addFlags(cmd)
 	cmd.Flags().StringVar(&version, "version", "", "check against this version only (a number or latest)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also print the compatibility level in force and what was checked")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the registry's answer {is_compatible, messages}")
