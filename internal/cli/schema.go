@@ -30,6 +30,9 @@ const (
 	// maxSchemaFile bounds what --file reads: the registry takes request
 	// bodies of at most 8 MiB.
 	maxSchemaFile = 8 << 20
+	// maxAnswerBytes bounds what is read of one answer, as for the admin
+	// API.
+	maxAnswerBytes = 64 << 20
 )
 
 // ErrIncompatible is returned by `sluice schema check` when the schema
@@ -106,7 +109,7 @@ func newRegistry(cmd *cobra.Command) (*registry, error) {
 	tr.TLSClientConfig = tlsCfg
 	opts := []sr.ClientOpt{
 		sr.URLs(urls...),
-		sr.HTTPClient(&http.Client{Timeout: 60 * time.Second, Transport: tr}),
+		sr.HTTPClient(&http.Client{Timeout: 60 * time.Second, Transport: cappedTransport{tr, maxAnswerBytes}}),
 		sr.UserAgent(clientID),
 	}
 	if user, _ := f.GetString(saslUserFlag); user != "" {
@@ -143,6 +146,40 @@ func (r *registry) do(ctx context.Context, method, path string, body, out any, p
 	}
 	return fmt.Errorf("reaching the schema registry at %s (sluice serves it on --schema-registry-listen; point --%s or %s at it): %w",
 		strings.Join(r.urls, ","), registryFlag, RegistryEnv, err)
+}
+
+// cappedTransport fails the reading of an answer body past max bytes.
+type cappedTransport struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (c cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err == nil {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: c.max, max: c.max}
+	}
+	return resp, err
+}
+
+type cappedBody struct {
+	io.ReadCloser
+	left, max int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, fmt.Errorf("the registry's answer is larger than %d bytes", b.max)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, fmt.Errorf("the registry's answer is larger than %d bytes", b.max)
+	}
+	return n, err
 }
 
 // registryError is an error answer of the registry.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -67,35 +66,5 @@ func TestDiffLinesTooLarge(t *testing.T) {
 	}
 	if strings.Join(gotA, "\n") != strings.Join(a, "\n") || strings.Join(gotB, "\n") != strings.Join(b, "\n") {
 		t.Fatal("the edits do not turn a into b")
-	}
-}
-
-func TestParseReferenceAndType(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want string // name subject version, or "" for an error
-	}{
-		{"acme/a.proto=address:3", "acme/a.proto address 3"},
-		{"t.User=ns:users-value:latest", "t.User ns:users-value -1"},
-		{"x=s:-1", "x s -1"},
-		{"x=s", ""}, {"=s:1", ""}, {"x=s:0", ""}, {"x=:1", ""}, {"x=s:", ""}, {"x", ""},
-	} {
-		r, err := parseReference(tt.in)
-		got := ""
-		if err == nil {
-			got = strings.Join([]string{r.Name, r.Subject, strconv.Itoa(r.Version)}, " ")
-		}
-		if got != tt.want {
-			t.Errorf("parseReference(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-	for _, tt := range []struct{ flag, file, want string }{
-		{"", "a.avsc", "AVRO"}, {"", "a.proto", "PROTOBUF"}, {"", "a.JSON", "JSON"}, {"", "-", "AVRO"},
-		{"json", "a.avsc", "JSON"}, {"xml", "a.avsc", ""},
-	} {
-		got, err := schemaType(tt.flag, tt.file)
-		if got != tt.want || (err != nil) != (tt.want == "") {
-			t.Errorf("schemaType(%q, %q) = %q, %v; want %q", tt.flag, tt.file, got, err, tt.want)
-		}
 	}
 }
