@@ -3,8 +3,11 @@ package registry
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +137,71 @@ func TestSubjectAuthorization(t *testing.T) {
 	})
 	_, err = alice.DeleteSubject(ctx, "alice-orders-value", sr.SoftDelete)
 	ok("alice deletes her subject with ALTER", err)
+}
+
+// BenchmarkLookupByIDAuthorization is BenchmarkLookupByID (GET
+// /schemas/ids/{id} from 8 concurrent clients) without SASL, with SASL as
+// a super user (HTTP Basic checked, no ACL evaluated) and with SASL as a
+// user whose every lookup is authorized through a PREFIXED topic ACL over
+// 200 subjects: the last two differ by the cost of per-subject
+// authorization, the first two by the cost of checking the password.
+func BenchmarkLookupByIDAuthorization(b *testing.B) {
+	const schemas = 200
+	for _, bc := range []struct{ name, user string }{{"no-sasl", ""}, {"super-user", "ops"}, {"acl-user", "alice"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var opts []testbroker.Option
+			if bc.user != "" {
+				opts = append(opts, testbroker.WithConfig(func(c *config.Config) {
+					c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
+					c.SASL.Users = []string{"ops:ops-secret", "alice:alice-secret"}
+					c.Authorizer = config.Authorizer{Enabled: true, SuperUsers: []string{"User:ops", "User:ANONYMOUS"}}
+				}))
+			}
+			br := testbroker.Start(b, opts...)
+			ctx := context.Background()
+			if bc.user != "" {
+				adm := kadm.NewClient(testbroker.NewClient(b, br.Addr()))
+				acl := kadm.NewACLs().Allow("User:alice").ResourcePatternType(kadm.ACLPatternPrefixed).Topics("lookup-").Operations(kadm.OpRead)
+				if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+					b.Fatalf("create ACL: %v %v", err, res)
+				}
+			}
+			ops := srClient(b, br.RegistryAddr(), sr.BasicAuth("ops", "ops-secret"))
+			for i := range schemas {
+				if _, err := ops.CreateSchema(ctx, "lookup-"+strconv.Itoa(i)+"-value", sr.Schema{Schema: recordSchema(i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tr := &http.Transport{MaxIdleConnsPerHost: 64}
+			b.Cleanup(tr.CloseIdleConnections)
+			cl := &http.Client{Transport: tr, Timeout: time.Minute}
+			base := "http://" + br.RegistryAddr() + "/schemas/ids/"
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := n.Add(1)%schemas + 1
+					req, _ := http.NewRequest(http.MethodGet, base+strconv.FormatInt(id, 10), nil)
+					if bc.user != "" {
+						req.SetBasicAuth(bc.user, bc.user+"-secret")
+					}
+					resp, err := cl.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("id %d: %d", id, resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lookups/s")
+		})
+	}
 }
