@@ -205,10 +205,13 @@ func TestSchemaCommand(t *testing.T) {
 
 // TestSchemaCommandSASL: with a SASL broker the registry wants HTTP Basic;
 // the command takes --sasl-user and SLUICE_SASL_PASSWORD, like the others.
+// With the authorizer on, a user without ACLs on the subject's topic is
+// refused, in words with the registry's code.
 func TestSchemaCommandSASL(t *testing.T) {
 	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
 		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
-		c.SASL.Users = []string{"ops:ops-secret"}
+		c.SASL.Users = []string{"ops:ops-secret", "bob:bob-secret"}
+		c.Authorizer = config.Authorizer{Enabled: true, SuperUsers: []string{"User:ops", "User:ANONYMOUS"}}
 	}))
 	reg := "--registry=" + b.RegistryAddr()
 	wantErr(t, run(t, "", "", "schema", "list", reg), nil, "(error 401)")
@@ -216,6 +219,11 @@ func TestSchemaCommandSASL(t *testing.T) {
 	t.Setenv(SASLPasswordEnv, "ops-secret")
 	if out := mustRun(t, "", cliUserV1, "schema", "register", "s-value", "--file", "-", reg, "--sasl-user", "ops"); out != "subject s-value version 1 id 1\n" {
 		t.Fatalf("register as ops: %q", out)
+	}
+	wantErr(t, run(t, "", cliUserV1, "schema", "register", "s-value", "--file", "-", reg, "--sasl-user", "bob", "--sasl-password", "bob-secret"),
+		nil, "User User:bob is denied operation WRITE on TOPIC s (error 40301)")
+	if out := mustRun(t, "", "", "schema", "list", reg, "--sasl-user", "bob", "--sasl-password", "bob-secret"); tableRow(out, "s-value") != nil {
+		t.Fatalf("bob lists a subject he may not read:\n%s", out)
 	}
 }
 

@@ -1,7 +1,10 @@
 package registry
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,4 +64,31 @@ func TestRequiredAccess(t *testing.T) {
 			t.Errorf("%s %s: %v %v %q %v; want %v %v %q", tt.method, tt.path, op, rt, name, ok, tt.op, tt.rt, tt.name)
 		}
 	}
+}
+
+// FuzzRequiredAccess: any method and request target is classified without
+// panicking, and every request naming a subject needs an ACL on its topic.
+func FuzzRequiredAccess(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"GET", "/subjects/orders-value/versions/1"}, {"POST", "/subjects/a%2Fb-key/versions"},
+		{"DELETE", "/subjects/x"}, {"PUT", "/config"}, {"PUT", "/mode/s"}, {"GET", "/schemas/ids/1"},
+		{"POST", "/compatibility/subjects/s/versions/latest"}, {"GET", "//subjects//"}, {"GET", "/subjects/%zz"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, method, target string) {
+		if !strings.HasPrefix(target, "/") {
+			target = "/" + target
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return
+		}
+		req := &http.Request{Method: method, URL: u}
+		op, rt, name, ok := requiredAccess(req)
+		parts := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+		if len(parts) >= 2 && parts[0] == "subjects" && (!ok || rt != kmsg.ACLResourceTypeTopic || op == 0) {
+			t.Fatalf("%s %s needs nothing (%v %v %q %v)", method, target, op, rt, name, ok)
+		}
+	})
 }
