@@ -103,16 +103,9 @@ func idReadable(req *http.Request, st *state, id int) *Error {
 	if a == nil {
 		return nil
 	}
-	// A scan of every version, without sorting or allocating: ids are
-	// fetched once per client and cached by serializers.
-	for s, vs := range st.subjects {
-		for _, v := range vs {
-			if v.id == id {
-				if canRead(req, s) {
-					return nil
-				}
-				break
-			}
+	for s := range st.usedBy[id] {
+		if canRead(req, s) {
+			return nil
 		}
 	}
 	return newErr(http.StatusForbidden, codeForbidden, "User %s is denied operation DESCRIBE on the topics of schema %d's subjects", a.principal, id)
@@ -173,4 +166,25 @@ func requiredAccess(req *http.Request) (op kmsg.ACLOperation, rt kmsg.ACLResourc
 		return kmsg.ACLOperationAlterConfigs, kmsg.ACLResourceTypeCluster, clusterName, true
 	}
 	return 0, 0, "", false
+}
+
+// indexUse sets whether subject has a version of id, soft-deleted or not,
+// in usedBy. mu held.
+func (st *state) indexUse(subject string, id int) {
+	for _, v := range st.subjects[subject] {
+		if v.id == id {
+			if st.usedBy == nil {
+				st.usedBy = map[int]map[string]struct{}{}
+			}
+			if st.usedBy[id] == nil {
+				st.usedBy[id] = map[string]struct{}{}
+			}
+			st.usedBy[id][subject] = struct{}{}
+			return
+		}
+	}
+	delete(st.usedBy[id], subject)
+	if len(st.usedBy[id]) == 0 {
+		delete(st.usedBy, id)
+	}
 }

@@ -137,6 +137,16 @@ func TestSubjectAuthorization(t *testing.T) {
 	})
 	_, err = alice.DeleteSubject(ctx, "alice-orders-value", sr.SoftDelete)
 	ok("alice deletes her subject with ALTER", err)
+	_, err = alice.SchemaByID(ctx, 1)
+	ok("alice reads id 1 through her soft-deleted versions", err)
+	_, err = alice.DeleteSubject(ctx, "alice-orders-value", sr.HardDelete)
+	ok("alice deletes her subject permanently", err)
+	_, err = ops.DeleteSubject(ctx, "alice-orders-key", sr.HardDelete)
+	ok("ops deletes alice-orders-key permanently", err)
+	_, err = alice.SchemaByID(ctx, 1)
+	forbidden("alice reads id 1, now bob's only", err)
+	_, err = bob.SchemaByID(ctx, 1)
+	ok("bob reads id 1", err)
 }
 
 // BenchmarkLookupByIDAuthorization is BenchmarkLookupByID (GET
