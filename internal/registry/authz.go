@@ -76,7 +76,7 @@ func readable(req *http.Request, subjects []string) []string {
 	if req.Context().Value(accessKey{}) == nil {
 		return subjects
 	}
-	out := subjects[:0:0]
+	out := []string{}
 	for _, s := range subjects {
 		if canRead(req, s) {
 			out = append(out, s)
@@ -87,7 +87,7 @@ func readable(req *http.Request, subjects []string) []string {
 
 // readableUsages keeps the subject versions the request may read.
 func readableUsages(req *http.Request, us []usage) []usage {
-	out := us[:0:0]
+	out := []usage{}
 	for _, u := range us {
 		if canRead(req, u.Subject) {
 			out = append(out, u)
