@@ -138,6 +138,9 @@ func TestSchemaCommand(t *testing.T) {
 	if out := sh("check", "users-value", "--file", file("v3.avsc"), "--version", "1", "--json"); !strings.Contains(out, `"is_compatible": true`) {
 		t.Fatalf("check v3 --version 1 --json: %q", out)
 	}
+	if out := sh("check", "fresh-value", "--file", file("bad.avsc")); out != "compatible with fresh-value\n" {
+		t.Fatalf("check against a subject without versions: %q", out)
+	}
 
 	// Config and mode.
 	if out := sh("config"); out != "global BACKWARD\n" {
