@@ -34,7 +34,11 @@ type rawText string
 
 // Handler serves the REST API (docs/schema-registry.md). With check set,
 // every request must carry HTTP Basic credentials it accepts.
-func (r *Registry) Handler(check CheckFunc) http.Handler {
+func (r *Registry) Handler(check CheckFunc) http.Handler { return r.AuthorizedHandler(check, nil) }
+
+// AuthorizedHandler is Handler that, with check and authorize set, also
+// authorizes each request for the subjects it touches (authz.go).
+func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern string, methods map[string]http.HandlerFunc) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
@@ -75,7 +79,7 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 			return nil, e
 		}
 		out := []string{}
-		for _, u := range st.usages(c.id, flag(req, "deleted")) {
+		for _, u := range readableUsages(req, st.usages(c.id, flag(req, "deleted"))) {
 			if len(out) == 0 || out[len(out)-1] != u.Subject {
 				out = append(out, u.Subject)
 			}
@@ -87,10 +91,10 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		if e != nil {
 			return nil, e
 		}
-		return st.usages(c.id, flag(req, "deleted")), nil
+		return readableUsages(req, st.usages(c.id, flag(req, "deleted"))), nil
 	})})
 	route("/subjects", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
-		return st.subjectNames(req.URL.Query().Get("subjectPrefix"), flag(req, "deleted")), nil
+		return readable(req, st.subjectNames(req.URL.Query().Get("subjectPrefix"), flag(req, "deleted"))), nil
 	})})
 	route("/subjects/{subject}", map[string]http.HandlerFunc{
 		"POST": func(w http.ResponseWriter, req *http.Request) {
@@ -244,6 +248,10 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 			writeError(w, newErr(http.StatusUnauthorized, http.StatusUnauthorized, "Unauthorized: HTTP Basic with a SASL user and its password is required"))
 			return
 		}
+		if authorize != nil {
+			authorizeRequest(mux, user, authorize).ServeHTTP(w, req)
+			return
+		}
 		mux.ServeHTTP(w, req)
 	})
 }
@@ -285,7 +293,7 @@ func listSchemas(req *http.Request, st *state) (any, *Error) {
 		limit = -1
 	}
 	out := []subjectVersionJSON{}
-	for _, s := range st.subjectNames(q.Get("subjectPrefix"), deleted) {
+	for _, s := range readable(req, st.subjectNames(q.Get("subjectPrefix"), deleted)) {
 		vs := st.live(s, deleted)
 		if latestOnly {
 			vs = vs[len(vs)-1:]
@@ -313,6 +321,9 @@ func schemaOf(req *http.Request, st *state) (*content, *Error) {
 	c := st.schemas[id]
 	if c == nil {
 		return nil, errSchemaNotFound(id)
+	}
+	if e := idReadable(req, st, id); e != nil {
+		return nil, e
 	}
 	return c, nil
 }

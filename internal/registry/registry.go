@@ -293,6 +293,7 @@ func (r *Registry) release(id int) {
 
 // reindex sets whether subject has a live version of id. mu held.
 func (r *Registry) reindex(subject string, id int) {
+	r.st.indexUse(subject, id)
 	for _, v := range r.st.subjects[subject] {
 		if v.id == id && !v.deleted {
 			r.under.Store(subjectID{subject, id}, struct{}{})

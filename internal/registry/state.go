@@ -35,6 +35,9 @@ type state struct {
 	configs  map[string]schema.Level
 	modes    map[string]string
 	maxID    int
+	// usedBy: the subjects with a version of each id, soft-deleted ones
+	// included (authz.go, kept by reindex).
+	usedBy map[int]map[string]struct{}
 }
 
 func newState() *state {

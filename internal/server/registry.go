@@ -88,11 +88,17 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 		reg.Run(rctx)
 	}()
 	var check registry.CheckFunc
+	var authorize registry.AuthorizeFunc
 	if d.guard != nil && d.guard.Required {
+		// Users authenticate as SASL users, and the broker's ACLs decide
+		// what they may do, subject by subject (docs/schema-registry.md).
 		check = d.guard.Check
+		if d.guard.Authz != nil {
+			authorize = d.guard.Authz.Authorized
+		}
 	}
 	// A slow client holds a connection no longer than a minute per request.
-	sr.srv = &http.Server{Handler: reg.Handler(check), ReadHeaderTimeout: 10 * time.Second,
+	sr.srv = &http.Server{Handler: reg.AuthorizedHandler(check, authorize), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go sr.srv.Serve(ln)
 	return sr, nil
