@@ -74,9 +74,10 @@ var ErrInvalid = errors.New("schema validation")
 
 // Options are the broker-wide settings of the check.
 type Options struct {
-	// SchemaRequired: the value validation of a topic whose name matches
-	// one of these (governance.schema_required) defaults to true.
-	SchemaRequired []*regexp.Regexp
+	// SchemaRequired reports whether the value validation of a topic
+	// defaults to true (governance.schema_required: see Required); nil:
+	// no topic's does.
+	SchemaRequired func(topic string) bool
 	// TopicDefaults are the broker-level topic config defaults
 	// (topic_defaults, and dynamic ones): a topic without an override of a
 	// config of the check takes the broker's (after SchemaRequired); nil:
@@ -88,11 +89,10 @@ type Options struct {
 // registry runs (SetRegistry); until then, and when the broker runs
 // without a registry, a validating topic refuses every record.
 type Checker struct {
-	topics   Topics
-	opts     Options
-	reg      atomic.Pointer[Registry]
-	required sync.Map // topic name -> bool: matches SchemaRequired
-	schemas  sync.Map // id -> *compiled
+	topics  Topics
+	opts    Options
+	reg     atomic.Pointer[Registry]
+	schemas sync.Map // id -> *compiled
 }
 
 // New returns a checker reading topic configs from topics.
@@ -101,24 +101,31 @@ func New(topics Topics, opts Options) *Checker { return &Checker{topics: topics,
 // SetRegistry sets the registry ids are checked against.
 func (c *Checker) SetRegistry(r Registry) { c.reg.Store(&r) }
 
-// Required reports whether topic's name matches governance.schema_required
-// (its value validation defaults to true). Internal topics never do.
-func (c *Checker) Required(topic string) bool {
-	if len(c.opts.SchemaRequired) == 0 || log.IsInternalTopic(topic) {
-		return false
+// Required returns the matcher of governance.schema_required: whether a
+// topic's name matches one of patterns (internal topics never do),
+// remembered per name. nil when there are no patterns.
+func Required(patterns []*regexp.Regexp) func(topic string) bool {
+	if len(patterns) == 0 {
+		return nil
 	}
-	if v, ok := c.required.Load(topic); ok {
-		return v.(bool)
-	}
-	m := false
-	for _, re := range c.opts.SchemaRequired {
-		if re.MatchString(topic) {
-			m = true
-			break
+	var seen sync.Map // topic name -> bool
+	return func(topic string) bool {
+		if log.IsInternalTopic(topic) {
+			return false
 		}
+		if v, ok := seen.Load(topic); ok {
+			return v.(bool)
+		}
+		m := false
+		for _, re := range patterns {
+			if re.MatchString(topic) {
+				m = true
+				break
+			}
+		}
+		seen.Store(topic, m)
+		return m
 	}
-	c.required.Store(topic, m)
-	return m
 }
 
 // side is the check of a record's value or key for one Check call, with
@@ -184,7 +191,8 @@ func (c *Checker) check(ctx context.Context, topic string, p Partition, records 
 	if c.opts.TopicDefaults != nil {
 		defaults = c.opts.TopicDefaults()
 	}
-	val := c.side(topic, "value", t.Configs, defaults, ValueConfig, ValueDecodeConfig, ValueStrategyConfig, c.Required(topic))
+	val := c.side(topic, "value", t.Configs, defaults, ValueConfig, ValueDecodeConfig, ValueStrategyConfig,
+		c.opts.SchemaRequired != nil && c.opts.SchemaRequired(topic))
 	key := c.side(topic, "key", t.Configs, defaults, KeyConfig, KeyDecodeConfig, KeyStrategyConfig, false)
 	if !val.on && !key.on {
 		return nil

@@ -256,6 +256,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		},
 		Topology: topologyFor(glue),
 	}
+	required := schemacheck.Required(patterns(cfg.Governance.SchemaRequired))
+	bcfg.SchemaRequired = required
 	maps.Copy(bcfg.Static, securityConfigs(cfg, lspecs, lns))
 	b := broker.New(bcfg, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
@@ -380,7 +382,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
-	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: patterns(cfg.Governance.SchemaRequired), TopicDefaults: b.TopicDefaults})
+	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: required, TopicDefaults: b.TopicDefaults})
 	kcfg.Schemas = schemas
 	var (
 		delays      *delay.Service

@@ -23,7 +23,8 @@ import (
 // (CreateTopics, auto-creation by a producer, the admin API): plain bytes
 // are refused with INVALID_RECORD and a registered schema id is taken.
 // An explicit sluice.value.schema.validation=false turns it off for one
-// topic; other topics take anything.
+// topic; other topics take anything. DescribeConfigs reports the default
+// as it applies to each topic.
 func TestSchemaRequired(t *testing.T) {
 	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
 		c.Governance.SchemaRequired = []string{`^payments\.`, `^audit$`}
@@ -51,6 +52,17 @@ func TestSchemaRequired(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("admin API creating audit: %s", resp.Status)
+	}
+
+	// DescribeConfigs reports the default as it applies to each topic.
+	rc, err := adm.DescribeTopicConfigs(ctx, "payments.created", "payments.scratch", "orders", "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]string{"payments.created": "true", "audit": "true", "payments.scratch": "false", "orders": "false"} {
+		if c, err := rc.On(topic, nil); err != nil || !describes(c.Configs, "sluice.value.schema.validation", want) {
+			t.Errorf("DescribeConfigs of %s: %v, sluice.value.schema.validation not %s", topic, err, want)
+		}
 	}
 
 	reg, err := sr.NewClient(sr.URLs("http://" + b.RegistryAddr()))
