@@ -67,9 +67,9 @@ func (s Strategy) String() string {
 const maxIndexes = 32
 
 // wireHeader splits a payload in the Confluent wire format: the magic
-// byte 0, a big-endian schema id, for Protobuf the message indexes
-// (zigzag varints: a count, 0 for the file's first message, then each
-// index), and the data. ok is false when b is not in the format.
+// byte 0 and a big-endian schema id, then the rest (for Protobuf the
+// message indexes, then the data: messageIndexes). ok is false when b is
+// not in the format.
 func wireHeader(b []byte) (id int, rest []byte, ok bool) {
 	if len(b) < 5 || b[0] != 0 {
 		return 0, nil, false
@@ -78,7 +78,8 @@ func wireHeader(b []byte) (id int, rest []byte, ok bool) {
 }
 
 // messageIndexes splits the indexes from a Protobuf payload's data (after
-// the id): idx is the encoded indexes, path the indexes themselves.
+// the id): zigzag varints, a count (0 alone: the file's first message, [0])
+// then each index. idx is the encoded indexes, path[:n] the indexes.
 func messageIndexes(b []byte, path *[maxIndexes]int32) (n int, idx, data []byte, err error) {
 	count, m := binary.Varint(b)
 	if m <= 0 || count < 0 || count > maxIndexes {
