@@ -30,7 +30,9 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluice-mq/sluice/internal/log"
@@ -93,6 +95,7 @@ type Checker struct {
 	opts    Options
 	reg     atomic.Pointer[Registry]
 	schemas sync.Map // id -> *compiled
+	flight  singleflight.Group
 }
 
 // New returns a checker reading topic configs from topics.
@@ -179,7 +182,54 @@ func (c *Checker) side(topic, what string, configs, defaults map[string]string, 
 // nil when the topic does not validate. A payload that does not frame is
 // let through: the log's own validation refuses it with its own error.
 func (c *Checker) Check(ctx context.Context, topic string, p *log.Partition, records []byte) error {
+	return c.checkCaughtUp(ctx, topic, p, records)
+}
+
+// checkCaughtUp is Check over any Partition.
+func (c *Checker) checkCaughtUp(ctx context.Context, topic string, p Partition, records []byte) error {
+	err := c.check(ctx, topic, p, records)
+	var u unknownID
+	if err == nil || !errors.As(err, &u) {
+		return err
+	}
+	// A schema registered through another broker a moment ago may not
+	// have reached this broker's copy of the registry yet: catch up with
+	// _schemas (one catch-up at a time, shared by every waiting produce)
+	// and check again before refusing.
+	if !c.catchUp(ctx) {
+		return err
+	}
 	return c.check(ctx, topic, p, records)
+}
+
+// catchUpWait bounds how long a produce waits for the registry to catch
+// up before its batch is refused.
+const catchUpWait = 5 * time.Second
+
+// catchUp brings the registry up to date with _schemas; false when it
+// cannot (no registry that catches up, or it took too long).
+func (c *Checker) catchUp(ctx context.Context) bool {
+	rp := c.reg.Load()
+	if rp == nil {
+		return false
+	}
+	cu, ok := (*rp).(interface{ CatchUp(context.Context) error })
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	defer cancel()
+	ch := c.flight.DoChan("catchup", func() (any, error) {
+		cctx, ccancel := context.WithTimeout(context.Background(), catchUpWait)
+		defer ccancel()
+		return nil, cu.CatchUp(cctx)
+	})
+	select {
+	case res := <-ch:
+		return res.Err == nil
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (c *Checker) check(ctx context.Context, topic string, p Partition, records []byte) error {
@@ -207,13 +257,13 @@ func (c *Checker) check(ctx context.Context, topic string, p Partition, records 
 	fn := func(_ int32, _ int64, kb, vb, _ []byte) error {
 		if val.on && vb != nil {
 			if err := k.record(&val, vb); err != nil {
-				bad = fmt.Errorf("%w: record %d of the batch: %v", ErrInvalid, n, err)
+				bad = fmt.Errorf("%w: record %d of the batch: %w", ErrInvalid, n, err)
 				return errStop
 			}
 		}
 		if key.on && kb != nil {
 			if err := k.record(&key, kb); err != nil {
-				bad = fmt.Errorf("%w: record %d of the batch: %v", ErrInvalid, n, err)
+				bad = fmt.Errorf("%w: record %d of the batch: %w", ErrInvalid, n, err)
 				return errStop
 			}
 		}
@@ -247,6 +297,12 @@ func (c *Checker) check(ctx context.Context, topic string, p Partition, records 
 
 var errStop = errors.New("stop")
 
+// unknownID is a record whose schema id this broker's registry does not
+// know (under the subject): refused only after catching up.
+type unknownID struct{ msg string }
+
+func (e unknownID) Error() string { return e.msg }
+
 // check is one Check call's view of the registry.
 type check struct {
 	c     *Checker
@@ -265,7 +321,7 @@ func (k *check) record(s *side, b []byte) error {
 			return nil
 		}
 		if !k.reg.RegisteredUnder(s.subject, id) {
-			return fmt.Errorf("the %s's schema id %d is not registered under subject %s", s.what, id, s.subject)
+			return unknownID{fmt.Sprintf("the %s's schema id %d is not registered under subject %s", s.what, id, s.subject)}
 		}
 		s.lastID = id
 		return nil
@@ -274,7 +330,7 @@ func (k *check) record(s *side, b []byte) error {
 	if id != s.lastID || cp == nil {
 		cp = k.compiled(id)
 		if cp == nil {
-			return fmt.Errorf("the %s's schema id %d is not registered", s.what, id)
+			return unknownID{fmt.Sprintf("the %s's schema id %d is not registered", s.what, id)}
 		}
 	}
 	if cp.err != nil {
@@ -309,7 +365,7 @@ func (k *check) record(s *side, b []byte) error {
 			}
 		}
 		if !k.reg.RegisteredUnder(subject, id) {
-			return fmt.Errorf("the %s's schema id %d is not registered under subject %s (%s)", s.what, id, subject, s.strategy)
+			return unknownID{fmt.Sprintf("the %s's schema id %d is not registered under subject %s (%s)", s.what, id, subject, s.strategy)}
 		}
 		s.lastID, s.lastIdx, s.lastCP = id, append(s.lastIdx[:0], idx...), cp
 	}

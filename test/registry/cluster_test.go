@@ -215,6 +215,20 @@ func clusterValidation(t *testing.T, c *testcluster.Cluster) {
 			t.Fatalf("partition %d: plain bytes: %v, want INVALID_RECORD", p, err)
 		}
 	}
+	// Without waiting: a schema registered through broker 0 is taken at
+	// once by every partition, whichever broker leads it (a leader that
+	// does not know the id yet catches up with _schemas before refusing).
+	fresh := call(t, "POST", "http://"+c.Broker(0).RegistryAddr()+"/subjects/checked-value/versions", schemaBody(userV2))
+	var ans2 struct{ ID int }
+	fresh.decode(t, &ans2)
+	if ans2.ID == 0 || ans2.ID == ans.ID {
+		t.Fatalf("registering v2: %d %s", fresh.status, fresh.body)
+	}
+	for p := range int32(parts) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "checked", Partition: p, Value: wire(ans2.ID, []byte{2})}).FirstErr(); err != nil {
+			t.Fatalf("partition %d refused id %d registered a moment ago: %v", p, ans2.ID, err)
+		}
+	}
 	leaders := map[int32]bool{}
 	md, err := kadm.NewClient(cl).Metadata(ctx, "checked")
 	if err != nil {
