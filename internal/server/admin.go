@@ -46,6 +46,8 @@ type adminRoutes struct {
 	// registry is the schema registry's REST API for the console (nil:
 	// the registry is off).
 	registry http.Handler
+	// replay reaches the Kafka API for dead-letter replays.
+	replay deadletter.ClientOpts
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -101,9 +103,10 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("/v1/groups/", cat)
 	tracer := trace.New(lagLog{r.engine}, r.lineage, r.groups)
 	mux.Handle("GET /v1/trace", topic(tracer.Handler()))
-	dl := deadletter.New(lagLog{r.engine}, tracer, g).Handler()
+	dl := deadletter.New(lagLog{r.engine}, tracer, g, r.replay).Handler()
 	mux.Handle("GET /v1/dlq", dl)
 	mux.Handle("GET /v1/dlq/", dl)
+	mux.Handle("POST /v1/dlq/", dl)
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))

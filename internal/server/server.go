@@ -485,7 +485,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
 			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler()}); err != nil {
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
+			replay: replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts)}); err != nil {
 			s.Close()
 			return nil, err
 		}
