@@ -64,6 +64,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/schemas/{subject}/check", c.withSession(c.checkCompatibility))
 	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
+	mux.HandleFunc("POST /ui/deadletters/{topic}/replay", c.withSession(c.replay))
 	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
 }
 
