@@ -76,31 +76,6 @@ func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title 
 	c.render(w, code, name, v)
 }
 
-type overviewData struct {
-	Broker      diagnose.BrokerDiagnosis
-	BrokerErr   string
-	Topics      int
-	Groups      []catalog.Group
-	GroupsTotal int
-}
-
-func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
-	var d overviewData
-	if _, err := c.call(r, s, "GET", "/v1/diagnose/broker", nil, &d.Broker); err != nil {
-		d.BrokerErr = err.Error()
-	}
-	var topics struct{ Total int }
-	c.call(r, s, "GET", "/v1/topics?limit=1", nil, &topics)
-	d.Topics = topics.Total
-	var groups struct {
-		Total  int
-		Groups []catalog.Group
-	}
-	c.call(r, s, "GET", "/v1/groups?limit=10", nil, &groups)
-	d.Groups, d.GroupsTotal = groups.Groups, groups.Total
-	c.page(w, s, http.StatusOK, "overview", "Overview", d, nil)
-}
-
 type topicsData struct {
 	Search      string
 	Offset      int

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/meta"
 	"github.com/sluice-mq/sluice/internal/scram"
+	"github.com/sluice-mq/sluice/internal/security"
 	"github.com/sluice-mq/sluice/internal/trace"
 )
 
@@ -48,6 +49,8 @@ type adminRoutes struct {
 	registry http.Handler
 	// replay reaches the Kafka API for dead-letter replays.
 	replay deadletter.ClientOpts
+	// security serves /v1/security (users, ACLs, quotas).
+	security *security.Service
 }
 
 // startAdmin serves the admin HTTP listener on addr: metrics, health,
@@ -107,6 +110,9 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("GET /v1/dlq", dl)
 	mux.Handle("GET /v1/dlq/", dl)
 	mux.Handle("POST /v1/dlq/", dl)
+	if r.security != nil {
+		mux.Handle("/v1/security/", r.security.Handler())
+	}
 	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		adminapi.Error(w, http.StatusNotFound, "no such API: "+req.Method+" "+req.URL.Path+" (docs/api.md)")
 	}))
