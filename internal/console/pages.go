@@ -66,6 +66,12 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
 	mux.HandleFunc("POST /ui/deadletters/{topic}/replay", c.withSession(c.replay))
 	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
+	mux.HandleFunc("GET /ui/security", c.withSession(c.security))
+	mux.HandleFunc("POST /ui/security/users", c.withSession(c.createUser))
+	mux.HandleFunc("POST /ui/security/users/delete", c.withSession(c.deleteUser))
+	mux.HandleFunc("POST /ui/security/acls", c.withSession(c.createACL))
+	mux.HandleFunc("POST /ui/security/acls/delete", c.withSession(c.deleteACL))
+	mux.HandleFunc("POST /ui/security/quotas", c.withSession(c.alterQuota))
 }
 
 func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title string, data any, err error) {
