@@ -138,7 +138,7 @@ type topicData struct {
 	Key       string
 	Tail      bool
 	Produced  string
-	Records   []trace.Record
+	Records   []shownRecord
 	Truncated string
 	BrowseErr string
 }
@@ -163,6 +163,9 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Produced = fmt.Sprintf("produced to partition %d at offset %s", d.Partition, o)
 	}
 	tq := url.Values{"topic": {name}, "limit": {strconv.Itoa(browseLimit)}}
+	if c.registry != nil {
+		tq.Set("raw", "1") // decoded through the schema registry
+	}
 	if d.Key != "" {
 		tq.Set("key", d.Key)
 	} else {
@@ -184,7 +187,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
 	if _, err := c.call(r, s, "GET", "/v1/trace?"+tq.Encode(), nil, &res); err != nil {
 		d.BrowseErr = err.Error()
 	}
-	d.Records, d.Truncated = res.Records, res.Truncated
+	d.Records, d.Truncated = c.decodeRecords(r, s, res.Records), res.Truncated
 	c.page(w, s, http.StatusOK, "topic", name, d, nil)
 }
 
