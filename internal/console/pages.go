@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 	"add":    func(a, b int) int { return a + b },
 	"add64":  func(a, b int64) int64 { return a + b },
 	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
+	"list":   func(xs ...string) []string { return xs },
 }
 
 const pageSize = 50
@@ -62,6 +63,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/schemas", c.withSession(c.schemas))
 	mux.HandleFunc("GET /ui/schemas/{subject}", c.withSession(c.subject))
 	mux.HandleFunc("POST /ui/schemas/{subject}/check", c.withSession(c.checkCompatibility))
+	mux.HandleFunc("POST /ui/schemas/{subject}/register", c.withSession(c.registerSchema))
+	mux.HandleFunc("POST /ui/schemas", c.withSession(c.registerSchema))
 	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
 	mux.HandleFunc("POST /ui/deadletters/{topic}/replay", c.withSession(c.replay))
