@@ -180,5 +180,5 @@ func (c *Console) alterQuota(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	req.Set = map[string]float64{key: v}
-	c.securityAction(w, r, s, "/v1/security/quotas", req, fmt.Sprintf("set %s of %s to %g", key, shown, v))
+	c.securityAction(w, r, s, "/v1/security/quotas", req, fmt.Sprintf("set %s of %s to %.0f", key, shown, v))
 }
