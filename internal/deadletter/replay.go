@@ -327,32 +327,45 @@ func (rd Reader) Replay(ctx context.Context, dlq string, sel *Selection, o Repla
 	if err != nil {
 		return Plan{}, err
 	}
-	done, err := rd.Replayed(ctx, adm, dlq)
-	if err != nil {
-		return Plan{}, err
-	}
-	var plan Plan
+	all := make([]Planned, 0, len(recs))
+	var unplanned map[*kgo.Record]error // no destination: an error unless replayed before
 	for _, r := range recs {
-		if done[Mark(r)] {
-			plan.Skipped++
-			continue
-		}
 		out, err := ReplayRecord(dlq, r, o.To)
 		if err != nil {
-			return Plan{}, err
+			if unplanned == nil {
+				unplanned = map[*kgo.Record]error{}
+			}
+			unplanned[r] = err
 		}
-		plan.Replays = append(plan.Replays, Planned{Dead: r, Out: out})
+		all = append(all, Planned{Dead: r, Out: out})
 	}
+	// Destinations are checked before anything else is read as the
+	// caller (the replay log): a refusal names what was refused.
 	if o.Permit != nil {
 		seen := map[string]bool{}
-		for _, p := range plan.Replays {
-			if !seen[p.Out.Topic] {
+		for _, p := range all {
+			if p.Out != nil && !seen[p.Out.Topic] {
 				seen[p.Out.Topic] = true
 				if err := o.Permit(p.Out.Topic); err != nil {
 					return Plan{}, err
 				}
 			}
 		}
+	}
+	done, err := rd.Replayed(ctx, adm, dlq)
+	if err != nil {
+		return Plan{}, err
+	}
+	var plan Plan
+	for _, p := range all {
+		if done[Mark(p.Dead)] {
+			plan.Skipped++
+			continue
+		}
+		if err := unplanned[p.Dead]; err != nil {
+			return Plan{}, err
+		}
+		plan.Replays = append(plan.Replays, p)
 	}
 	if o.DryRun || len(plan.Replays) == 0 {
 		return plan, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -98,7 +99,10 @@ func (s *Service) replay(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		code := http.StatusServiceUnavailable
 		switch {
-		case refused != nil:
+		case refused != nil, errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
+			errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed):
+			// The admin API's own checks, or the Kafka API's (on one
+			// broker the replay runs as the caller).
 			code = http.StatusForbidden
 		case errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrUnknownPartition):
 			code = http.StatusNotFound
