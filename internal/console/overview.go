@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"sync"
 	"time"
@@ -28,7 +29,9 @@ type overviewData struct {
 // overviewCache keeps each principal's overview (ACLs decide what it
 // shows, so principals do not share one) for overviewRefresh.
 type overviewCache struct {
-	mu      sync.Mutex // held while computing: one computation at a time
+	// mu is held while computing (one computation at a time); it is never
+	// held with Console.mu (the sessions), nor the other way round.
+	mu      sync.Mutex
 	entries map[string]overviewData
 }
 
@@ -50,6 +53,9 @@ func (c *Console) overviewFor(r *http.Request, s *session) overviewData {
 		}
 	}
 	d := overviewData{At: now}
+	// Computed for every browser of the principal: a request that goes
+	// away does not cancel (and leave errors in) what the others get.
+	r = r.WithContext(context.WithoutCancel(r.Context()))
 	if _, err := c.call(r, s, "GET", "/v1/diagnose/broker", nil, &d.Broker); err != nil {
 		d.BrokerErr = err.Error()
 	}
