@@ -86,6 +86,9 @@ message Envelope { message Payment { string id = 1; money.Amount amount = 2; } }
 		&kgo.Record{Key: []byte("p"), Value: protoValue},
 		&kgo.Record{Key: []byte("j"), Value: jsonValue},
 		&kgo.Record{Key: []byte("t"), Value: []byte("just text")},
+		// Starts like the wire format, but no schema has the id: shown as
+		// text, with why it was not decoded.
+		&kgo.Record{Key: []byte("z"), Value: []byte("\x00\x00\x00\x03\xe7 zero-led bytes")},
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +102,7 @@ message Envelope { message Payment { string id = 1; money.Amount amount = 2; } }
 		"PROTOBUF · schema " + itoa(protoID) + " · payments-value v1 · shop.Envelope.Payment", `"id": "p-7"`, `"cents": "1250"`, `"currency": "EUR"`,
 		"JSON · schema " + itoa(jsonID) + " · events-value v1", `"kind": "signup"`,
 		"just text",
+		"not decoded: schema 999", "zero-led bytes",
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("the message browser lacks %q:\n%s", want, m)
