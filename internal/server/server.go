@@ -44,6 +44,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/schemacheck"
 	"github.com/sluice-mq/sluice/internal/scram"
+	"github.com/sluice-mq/sluice/internal/security"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -487,7 +488,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
 			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler()}); err != nil {
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
+			replay:   replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts),
+			security: security.New(creds, authz, quotas, guard)}); err != nil {
 			s.Close()
 			return nil, err
 		}
