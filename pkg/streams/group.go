@@ -37,6 +37,9 @@ func Repartition[K, V any](s *KStream[K, V], ks Serde[K], vs Serde[V], name stri
 type KTable[K, V any] struct {
 	b       *Builder
 	n       *node[K, V]
+	// dels receives a record for every key deleted from the table (Value
+	// is the zero value); nil for tables that never delete.
+	dels    *node[K, V]
 	origins []topicRef
 	store   string
 	// ks and vs encode the store's keys and values, for joins; nil for
