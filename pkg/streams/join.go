@@ -19,21 +19,98 @@ type JoinWindows struct {
 // joiner's result is emitted for every pair of records of a key within the
 // windows, with the later of their timestamps. Both sides are buffered in
 // window stores named store+"-left" and store+"-right", and the two
-// streams form one task group (co-partitioned). Outer joins are not done
-// yet.
+// streams form one task group (co-partitioned).
 func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks Serde[K], vs Serde[V], os Serde[VO], w JoinWindows, joiner func(K, V, VO) R, store string) *KStream[K, R] {
+	return joinStreams(left, right, ks, vs, os, w, func(k K, v V, _ bool, o VO, _ bool) R { return joiner(k, v, o) }, false, false, store)
+}
+
+// LeftJoinStreams is JoinStreams that also emits, for a left record that
+// joined no right record, joiner's result with found false and o the zero
+// value. As in Kafka Streams since 3.1, that result is emitted only once
+// the record's window has closed (stream time passed its time + After +
+// Grace) without a match, never as a guess later contradicted. Records
+// waiting for that are kept in the store store+"-unmatched".
+func LeftJoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks Serde[K], vs Serde[V], os Serde[VO], w JoinWindows, joiner func(k K, v V, o VO, found bool) R, store string) *KStream[K, R] {
+	return joinStreams(left, right, ks, vs, os, w, func(k K, v V, _ bool, o VO, ook bool) R { return joiner(k, v, o, ook) }, true, false, store)
+}
+
+// OuterJoinStreams is LeftJoinStreams for both sides: a right record that
+// joined no left record is emitted with leftFound false once its window
+// (its time + Before + Grace) has closed.
+func OuterJoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks Serde[K], vs Serde[V], os Serde[VO], w JoinWindows, joiner func(k K, v V, leftFound bool, o VO, rightFound bool) R, store string) *KStream[K, R] {
+	return joinStreams(left, right, ks, vs, os, w, joiner, true, true, store)
+}
+
+// Unmatched store keys: a buffered record's join key with its side (0
+// left, 1 right) after the 8 bytes of time, so records wait in time order.
+func unmatchedKey(joinKey []byte, side byte) []byte {
+	k := append([]byte(nil), joinKey[:8]...)
+	k = append(k, side)
+	return append(k, joinKey[8:]...)
+}
+
+func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks Serde[K], vs Serde[V], os Serde[VO], w JoinWindows, joiner func(K, V, bool, VO, bool) R, outerLeft, outerRight bool, store string) *KStream[K, R] {
 	b := left.b
-	ls, rs := store+"-left", store+"-right"
-	origins := append(append([]topicRef(nil), left.origins...), right.origins...)
+	ls, rs, us := store+"-left", store+"-right", store+"-unmatched"
+	origins := append([]topicRef(nil), left.origins...)
+	for _, o := range right.origins {
+		if !containsRef(origins, o) {
+			origins = append(origins, o)
+		}
+	}
 	b.addStore(ls, origins)
 	b.addStore(rs, origins)
+	if outerLeft || outerRight {
+		b.addStore(us, origins)
+	}
 	out := &node[K, R]{}
 	before, after, grace := w.Before.Milliseconds(), w.After.Milliseconds(), w.Grace.Milliseconds()
 	keep := before + after + grace
 
+	// emitUnmatched emits and forgets the waiting records whose window
+	// closed: a left one at t once stream time passes t+after+grace, a
+	// right one once it passes t+before+grace.
+	emitUnmatched := func(c *Context, streamTime int64) error {
+		st := c.task.store(us)
+		hi := streamTime - min(before, after) - grace // exclusive: t+d+grace < streamTime
+		return st.scan(nil, windowKey(hi, nil), func(k, v []byte) error {
+			ts, side := int64(binary.BigEndian.Uint64(k[:8])^(1<<63)), k[8]
+			jk := append(append([]byte(nil), k[:8]...), k[9:]...)
+			_, kb := splitJoinKey(jk)
+			key, err := ks.Decode(kb)
+			if err != nil {
+				return err
+			}
+			var res R
+			if side == 0 {
+				if ts+after+grace >= streamTime {
+					return nil
+				}
+				lv, err := vs.Decode(v)
+				if err != nil {
+					return err
+				}
+				var zero VO
+				res = joiner(key, lv, true, zero, false)
+			} else {
+				if ts+before+grace >= streamTime {
+					return nil
+				}
+				rv, err := os.Decode(v)
+				if err != nil {
+					return err
+				}
+				var zero V
+				res = joiner(key, zero, false, rv, true)
+			}
+			st.delete(k)
+			return out.forward(c, Record[K, R]{Key: key, Value: res, Timestamp: time.UnixMilli(ts)})
+		})
+	}
+
 	// side handles a record of one side: buffer it, join it with the other
 	// side's buffered records of its key from lo to hi, expire old ones.
-	side := func(c *Context, own, other string, kb, vb []byte, ts, lo, hi, lateAfter int64, emit func(ob []byte, ots int64) error) error {
+	side := func(c *Context, own, other string, mySide byte, outer, otherOuter bool, kb, vb []byte, ts, lo, hi, lateAfter int64, emit func(ob []byte, ots int64) error) error {
 		st := c.task.store(ls) // stream time lives in the left store
 		streamTime, prevTime, err := advanceStreamTime(st, ts)
 		if err != nil {
@@ -43,16 +120,37 @@ func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 			c.task.m.lateDropped.WithLabelValues(store).Inc()
 			return nil
 		}
-		c.task.store(own).put(joinKey(ts, kb, c.Topic, c.Partition, c.Offset), vb)
+		if (outerLeft || outerRight) && streamTime > prevTime {
+			if err := emitUnmatched(c, streamTime); err != nil {
+				return err
+			}
+		}
+		jk := joinKey(ts, kb, c.Topic, c.Partition, c.Offset)
+		c.task.store(own).put(jk, vb)
+		matched := false
 		err = c.task.store(other).scan(windowKey(lo, nil), windowKey(hi+1, nil), func(k, v []byte) error {
 			ots, okb := splitJoinKey(k)
 			if !bytes.Equal(okb, kb) {
 				return nil
 			}
+			matched = true
+			if otherOuter {
+				// The other record waits no more for a match.
+				u := c.task.store(us)
+				uk := unmatchedKey(k, 1-mySide)
+				if _, ok, err := u.get(uk); err != nil {
+					return err
+				} else if ok {
+					u.delete(uk)
+				}
+			}
 			return emit(v, ots)
 		})
 		if err != nil {
 			return err
+		}
+		if outer && !matched {
+			c.task.store(us).put(unmatchedKey(jk, mySide), vb)
 		}
 		if streamTime == prevTime {
 			return nil
@@ -79,12 +177,12 @@ func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 			return err
 		}
 		ts := r.Timestamp.UnixMilli()
-		return side(c, ls, rs, kb, vb, ts, ts-before, ts+after, after, func(ob []byte, ots int64) error {
+		return side(c, ls, rs, 0, outerLeft, outerRight, kb, vb, ts, ts-before, ts+after, after, func(ob []byte, ots int64) error {
 			o, err := os.Decode(ob)
 			if err != nil {
 				return err
 			}
-			return out.forward(c, Record[K, R]{Key: r.Key, Value: joiner(r.Key, r.Value, o), Timestamp: time.UnixMilli(max(ts, ots))})
+			return out.forward(c, Record[K, R]{Key: r.Key, Value: joiner(r.Key, r.Value, true, o, true), Timestamp: time.UnixMilli(max(ts, ots))})
 		})
 	})
 	right.n.children = append(right.n.children, func(c *Context, r Record[K, VO]) error {
@@ -97,12 +195,12 @@ func JoinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 			return err
 		}
 		ts := r.Timestamp.UnixMilli()
-		return side(c, rs, ls, kb, vb, ts, ts-after, ts+before, before, func(lb []byte, lts int64) error {
+		return side(c, rs, ls, 1, outerRight, outerLeft, kb, vb, ts, ts-after, ts+before, before, func(lb []byte, lts int64) error {
 			l, err := vs.Decode(lb)
 			if err != nil {
 				return err
 			}
-			return out.forward(c, Record[K, R]{Key: r.Key, Value: joiner(r.Key, l, r.Value), Timestamp: time.UnixMilli(max(ts, lts))})
+			return out.forward(c, Record[K, R]{Key: r.Key, Value: joiner(r.Key, l, true, r.Value, true), Timestamp: time.UnixMilli(max(ts, lts))})
 		})
 	})
 	return &KStream[K, R]{b: b, n: out, origins: origins}
