@@ -41,6 +41,8 @@ type App struct {
 	// current transaction (ExactlyOnce), to rewind partitions that have no
 	// committed offset when it aborts. Guarded by mu.
 	firstInTxn map[string]map[int32]int64
+
+	globals globalsRef // global tables (global.go), set before processing
 }
 
 // New checks the configuration and returns an App ready to Run.
@@ -79,6 +81,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.ensureTopics(ctx); err != nil {
 		return err
 	}
+	stopGlobals, err := a.startGlobals(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopGlobals()
 	a.ctx = context.WithoutCancel(ctx)
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
