@@ -111,6 +111,7 @@ func SlidingAggregate[K, V, A any](ss *SlidingWindowedStream[K, V], init func() 
 	g := ss.g
 	g.s.b.addStore(store, g.s.origins)
 	d, grace := ss.w.TimeDifference.Milliseconds(), ss.w.Grace.Milliseconds()
+	g.s.b.markWindowStore(store, slidingWindowed, d)
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)
 		kb, err := g.ks.Encode(r.Key)

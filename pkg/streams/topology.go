@@ -34,7 +34,8 @@ type source struct {
 type storeSpec struct {
 	name    string
 	origins []topicRef
-	origin  topicRef // the representative of the origins' task group, set by Build
+	origin  topicRef   // the representative of the origins' task group, set by Build
+	window  windowSpec // for window and session stores (windowquery.go)
 }
 
 // Builder describes a topology. Its operators record errors (a duplicate

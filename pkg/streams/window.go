@@ -144,6 +144,7 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 	g, w := ws.g, ws.w
 	g.s.b.addStore(store, g.s.origins)
 	size := w.Size.Milliseconds()
+	g.s.b.markWindowStore(store, timeWindowed, size)
 	closeAfter := size + w.Grace.Milliseconds() // a window closes at start+closeAfter
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)
