@@ -94,10 +94,18 @@ func (g *registration) ID() (int, error) {
 
 var confluent sr.ConfluentHeader
 
+// Limits of what one Avro record decodes to: a string or bytes value of at
+// most 16 MiB, an array of at most 2^20 elements.
+const (
+	maxAvroBytes = 16 << 20
+	maxAvroItems = 1 << 20
+)
+
 // avroSerde encodes with its own schema and decodes data written with any
 // schema of the registry, resolved to its own (Avro schema evolution).
 type avroSerde[T any] struct {
 	reg      *registration
+	api      avro.API
 	schema   avro.Schema
 	mu       sync.Mutex
 	resolved map[int]avro.Schema // writer id -> schema to decode with
@@ -114,7 +122,11 @@ func Avro[T any](r *Registry, subject, schema string) (Serde[T], error) {
 		return nil, fmt.Errorf("%w: avro schema for %s: %w", ErrSchema, subject, err)
 	}
 	return &avroSerde[T]{
-		reg:    &registration{reg: r, subject: subject, schema: sr.Schema{Schema: schema, Type: sr.TypeAvro}},
+		reg: &registration{reg: r, subject: subject, schema: sr.Schema{Schema: schema, Type: sr.TypeAvro}},
+		// A record's claimed lengths are bounded so bad bytes cannot make
+		// the decoder allocate without limit: hamba/avro's default for an
+		// array is 2^48 elements.
+		api:    avro.Config{MaxByteSliceSize: maxAvroBytes, MaxSliceAllocSize: maxAvroItems}.Freeze(),
 		schema: s, resolved: map[int]avro.Schema{},
 	}, nil
 }
@@ -124,7 +136,7 @@ func (s *avroSerde[T]) Encode(v T) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := avro.Marshal(s.schema, v)
+	b, err := s.api.Marshal(s.schema, v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: avro encoding for %s: %w", ErrSchema, s.reg.subject, err)
 	}
@@ -142,7 +154,7 @@ func (s *avroSerde[T]) Decode(b []byte) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	if err := avro.Unmarshal(rs, payload, &v); err != nil {
+	if err := s.api.Unmarshal(rs, payload, &v); err != nil {
 		return v, fmt.Errorf("%w: avro decoding schema id %d: %w", ErrSchema, id, err)
 	}
 	return v, nil

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -74,4 +75,18 @@ func mustEncode[T any](f *testing.F, s Serde[T], v T) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+// An array claiming 2^40 elements is refused, not allocated.
+func TestAvroDecodeBoundsArrays(t *testing.T) {
+	reg := &Registry{schemas: map[int]sr.Schema{1: {Schema: fuzzAvroSchema, Type: sr.TypeAvro}}}
+	av, err := Avro[fuzzOrder](reg, "o-value", fuzzAvroSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte{0, 0, 0, 0, 1, 2, 'o', 2} // id 1, id "o", amount 1
+	b = binary.AppendVarint(b, 1<<40)     // tags: a block of 2^40 strings
+	if _, err := av.Decode(b); !errors.Is(err, ErrSchema) {
+		t.Fatalf("decoding a 2^40-element array: %v, want ErrSchema", err)
+	}
 }
