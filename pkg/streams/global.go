@@ -189,6 +189,9 @@ func (a *App) globalReader(ctx context.Context, gs *globalState) (*kgo.Client, m
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("streams: global topic %s: %w", topic, err)
 		}
+		if len(end[topic]) == 0 {
+			return nil, nil, nil, fmt.Errorf("streams: global topic %s does not exist", topic)
+		}
 		consume[topic], next[topic], ends[topic] = map[int32]kgo.Offset{}, map[int32]int64{}, map[int32]int64{}
 		for p, o := range end[topic] {
 			from := int64(0)

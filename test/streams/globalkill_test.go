@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -140,5 +141,28 @@ func TestGlobalTableSIGKILL(t *testing.T) {
 	sort.Strings(want)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("orders joined after the restart:\n got %d %v\nwant %d %v", len(got), got, len(want), want)
+	}
+}
+
+// An App whose global topic does not exist fails to start, naming it.
+func TestGlobalTableMissingTopic(t *testing.T) {
+	b := testbroker.Start(t)
+	testbroker.CreateTopic(t, b.Addr(), "m-orders", 1, nil)
+	bld := streams.NewBuilder()
+	g := streams.GlobalTable(bld, "no-such-topic", streams.String(), streams.String(), "g")
+	streams.JoinGlobal(streams.Stream(bld, "m-orders", streams.String(), streams.String()), g,
+		func(_, v string) string { return v }, func(_, v, gv string) string { return gv })
+	topo, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := streams.New(topo, streams.Brokers(b.Addr()), streams.ApplicationID("missing"), streams.StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := app.Run(ctx); err == nil || !strings.Contains(err.Error(), "no-such-topic") {
+		t.Fatalf("Run: %v, want an error naming no-such-topic", err)
 	}
 }
