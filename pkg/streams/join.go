@@ -70,10 +70,13 @@ func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 	// emitUnmatched emits and forgets the waiting records whose window
 	// closed: a left one at t once stream time passes t+after+grace, a
 	// right one once it passes t+before+grace.
-	emitUnmatched := func(c *Context, streamTime int64) error {
+	emitUnmatched := func(c *Context, streamTime, prevTime int64) error {
 		st := c.task.store(us)
 		hi := streamTime - min(before, after) - grace // exclusive: t+d+grace < streamTime
-		return st.scan(nil, windowKey(hi, nil), func(k, v []byte) error {
+		// Everything the previous stream time closed on both sides is
+		// gone: start there, not over the deletions before it.
+		lo := windowKey(closingFrom(prevTime, max(before, after)+grace+1), nil)
+		return st.scan(lo, windowKey(hi, nil), func(k, v []byte) error {
 			ts, side := int64(binary.BigEndian.Uint64(k[:8])^(1<<63)), k[8]
 			jk := append(append([]byte(nil), k[:8]...), k[9:]...)
 			_, kb := splitJoinKey(jk)
@@ -121,7 +124,7 @@ func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 			return nil
 		}
 		if (outerLeft || outerRight) && streamTime > prevTime {
-			if err := emitUnmatched(c, streamTime); err != nil {
+			if err := emitUnmatched(c, streamTime, prevTime); err != nil {
 				return err
 			}
 		}
