@@ -1,7 +1,6 @@
 package streams
 
 import (
-	"bytes"
 	"encoding/binary"
 	"time"
 )
@@ -129,18 +128,18 @@ func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 			}
 		}
 		jk := joinKey(ts, kb, c.Topic, c.Partition, c.Offset)
-		c.task.store(own).put(jk, vb)
+		ownSt := c.task.store(own)
+		ownSt.put(joinDataKey(jk), vb)
+		ownSt.put(joinTimeKey(jk), []byte{})
 		matched := false
-		err = c.task.store(other).scan(windowKey(lo, nil), windowKey(hi+1, nil), func(k, v []byte) error {
-			ots, okb := splitJoinKey(k)
-			if !bytes.Equal(okb, kb) {
-				return nil
-			}
+		err = c.task.store(other).scan(joinDataRange(kb, lo), joinDataRange(kb, hi+1), func(k, v []byte) error {
+			ojk := joinKeyOfData(k)
+			ots, _ := splitJoinKey(ojk)
 			matched = true
 			if otherOuter {
 				// The other record waits no more for a match.
 				u := c.task.store(us)
-				uk := unmatchedKey(k, 1-mySide)
+				uk := unmatchedKey(ojk, 1-mySide)
 				if _, ok, err := u.get(uk); err != nil {
 					return err
 				} else if ok {
@@ -160,8 +159,10 @@ func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 		}
 		for _, name := range []string{ls, rs} {
 			s := c.task.store(name)
-			err := s.scan(windowKey(closingFrom(prevTime, keep+1), nil), windowKey(streamTime-keep, nil), func(k, _ []byte) error {
+			lo, hi := windowKey(closingFrom(prevTime, keep+1), nil), windowKey(streamTime-keep, nil)
+			err := s.scan(append([]byte{joinTimeTag}, lo...), append([]byte{joinTimeTag}, hi...), func(k, _ []byte) error {
 				s.delete(k)
+				s.delete(joinDataKey(k[1:]))
 				return nil
 			})
 			if err != nil {
@@ -209,9 +210,48 @@ func joinStreams[K, V, VO, R any](left *KStream[K, V], right *KStream[K, VO], ks
 	return &KStream[K, R]{b: b, n: out, origins: origins}
 }
 
-// joinKey orders buffered records by time: the time (8 bytes, sign bit
-// flipped), the key's length (4) and bytes, then the record's source
-// position, which keeps records of one key and time apart.
+// Join side stores hold each buffered record twice: under
+//
+//	'k' keylen(4) key time position   the record's value
+//	't' time keylen(4) key position   empty
+//
+// The first finds a key's records of a time range without stepping over
+// other keys; the second orders them by time, to forget old ones. Time is
+// 8 bytes with the sign bit flipped; the position (topic, partition(4),
+// offset(8)) keeps records of one key and time apart.
+const (
+	joinDataTag = 'k'
+	joinTimeTag = 't'
+)
+
+// joinDataKey turns a time-first joinKey into the store's data key.
+func joinDataKey(jk []byte) []byte {
+	n := int(binary.BigEndian.Uint32(jk[8:12]))
+	k := append([]byte{joinDataTag}, jk[8:12+n]...)
+	k = append(k, jk[:8]...)
+	return append(k, jk[12+n:]...)
+}
+
+// joinKeyOfData is the inverse of joinDataKey.
+func joinKeyOfData(dk []byte) []byte {
+	n := int(binary.BigEndian.Uint32(dk[1:5]))
+	k := append([]byte(nil), dk[5+n:13+n]...)
+	k = append(k, dk[1:5+n]...)
+	return append(k, dk[13+n:]...)
+}
+
+func joinTimeKey(jk []byte) []byte { return append([]byte{joinTimeTag}, jk...) }
+
+// joinDataRange bounds the data keys of kb from time ts.
+func joinDataRange(kb []byte, ts int64) []byte {
+	k := binary.BigEndian.AppendUint32([]byte{joinDataTag}, uint32(len(kb)))
+	return append(append(k, kb...), windowKey(ts, nil)...)
+}
+
+// joinKey orders records by time: the time (8 bytes, sign bit flipped),
+// the key's length (4) and bytes, then the record's source position. The
+// unmatched store uses it (with the side after the time); the side stores
+// derive their keys from it.
 func joinKey(ts int64, kb []byte, topic string, p int32, offset int64) []byte {
 	k := windowKey(ts, nil)
 	k = binary.BigEndian.AppendUint32(k, uint32(len(kb)))
