@@ -59,3 +59,41 @@ func TestWindowQueries(t *testing.T) {
 		t.Error("a query of a missing store succeeded")
 	}
 }
+
+// Retained windows stay queryable after they close, take no more records,
+// and are emitted once (EmitFinal); they go when stream time reaches their
+// end plus the retention.
+func TestWindowRetention(t *testing.T) {
+	b := NewBuilder()
+	g := GroupByKey(Stream(b, "in", String(), String()), String(), String())
+	tbl := WindowedCount(WindowedBy(g, TumblingWindows(10*time.Millisecond, 0)).Emit(EmitFinal).Retain(50*time.Millisecond), "w")
+	Map(tbl.ToStream(), func(w Windowed[string], n int64) (string, int64) {
+		return fmt.Sprintf("%s@%d", w.Key, w.Start.UnixMilli()), n
+	}).To("out", String(), Int64())
+	d := newDriver(t, b)
+	all := int64(1) << 40
+	pipe(t, d, "in", "a", "", 1)
+	pipe(t, d, "in", "a", "", 2)
+	pipe(t, d, "in", "a", "", 25) // closes [0,10)
+	if got, want := output(t, d, "out", Int64()), []string{"a@0=2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("emitted %q, want %q", got, want)
+	}
+	pipe(t, d, "in", "a", "", 3) // late: [0,10) is closed
+	if got, want := windowsOf(t, d, "w", "a", 0, all), []string{"a@0-10=2", "a@20-30=1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("windows %q, want %q", got, want)
+	}
+	pipe(t, d, "in", "a", "", 59) // [0,10) kept until 10+50 = 60
+	if got, want := windowsOf(t, d, "w", "a", 0, all), []string{"a@0-10=2", "a@20-30=1", "a@50-60=1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("windows %q, want %q", got, want)
+	}
+	pipe(t, d, "in", "a", "", 60)
+	if got, want := windowsOf(t, d, "w", "a", 0, all), []string{"a@20-30=1", "a@50-60=1", "a@60-70=1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("windows %q, want %q", got, want)
+	}
+	if got, want := output(t, d, "out", Int64()), []string{"a@20=1", "a@50=1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("emitted %q, want %q (each window once)", got, want)
+	}
+	if n := d.DroppedLate("w"); n != 1 {
+		t.Errorf("dropped %d, want 1", n)
+	}
+}
