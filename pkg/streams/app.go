@@ -41,6 +41,8 @@ type App struct {
 	// current transaction (ExactlyOnce), to rewind partitions that have no
 	// committed offset when it aborts. Guarded by mu.
 	firstInTxn map[string]map[int32]int64
+
+	globals globalsRef // global tables (global.go), set before processing
 }
 
 // New checks the configuration and returns an App ready to Run.
@@ -79,6 +81,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.ensureTopics(ctx); err != nil {
 		return err
 	}
+	stopGlobals, err := a.startGlobals(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopGlobals()
 	a.ctx = context.WithoutCancel(ctx)
 	opts := a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
@@ -123,32 +130,33 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var err error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if err != nil || len(p.Records) == 0 {
+		if len(p.Records) == 0 || a.firstInTxn == nil {
 			return
 		}
-		if a.firstInTxn != nil {
-			ps := a.firstInTxn[p.Topic]
-			if ps == nil {
-				ps = map[int32]int64{}
-				a.firstInTxn[p.Topic] = ps
-			}
-			if _, ok := ps[p.Partition]; !ok {
-				ps[p.Partition] = p.Records[0].Offset
-			}
+		ps := a.firstInTxn[p.Topic]
+		if ps == nil {
+			ps = map[int32]int64{}
+			a.firstInTxn[p.Topic] = ps
 		}
-		var t *task
-		if t, err = a.task(ctx, p.Topic, p.Partition); err != nil {
-			return
-		}
-		for _, r := range p.Records {
-			if err = t.process(r); err != nil {
-				return
-			}
+		if _, ok := ps[p.Partition]; !ok {
+			ps[p.Partition] = p.Records[0].Offset
 		}
 	})
-	return err
+	// Each task's records in timestamp order across its partitions
+	// (order.go).
+	for _, tr := range a.topo.byTask(a.cfg.appID, fs) {
+		t, err := a.task(ctx, tr.topic, tr.partition)
+		if err != nil {
+			return err
+		}
+		for _, r := range tr.records {
+			if err := t.process(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // task returns the open task that reads partition p of topic, opening and

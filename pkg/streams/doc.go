@@ -5,8 +5,13 @@
 // A Builder describes a topology with typed operators: Stream sources a
 // topic; KStream's methods (Filter, Peek, Merge, Branch, To) keep the types,
 // package functions (Map, MapValues, FlatMap, SelectKey, GroupBy,
-// GroupByKey, Count, Reduce, Aggregate, WindowedBy, WindowedAggregate)
-// change them, because Go methods cannot take type parameters.
+// GroupByKey, Count, Reduce, Aggregate, WindowedBy, WindowedAggregate,
+// SlidingWindowedBy, SessionWindowedBy, the joins, Deduplicate) change
+// them, because Go methods cannot take type parameters. Tables join
+// streams (JoinTable), tables (JoinTables) and global tables
+// (GlobalTable, JoinGlobal), which every instance reads in full on a
+// goroutine of its own (global.go). Avro, Protobuf and JSON Schema serdes
+// go through a schema registry (registry.go).
 //
 // At run time (App) the work is cut into tasks, one per partition of each
 // source topic. A task owns the state stores its records reach: one Pebble
