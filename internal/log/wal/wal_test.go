@@ -153,8 +153,11 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 		}
 		s := Scan(append(Magic[:], b...))
-		if int64(len(s.Data))+s.Truncated != int64(len(b)+len(Magic)) {
+		if int64(len(s.Data))+s.Truncated+s.Padding != int64(len(b)+len(Magic)) {
 			t.Fatal("scan lost bytes")
+		}
+		if s.Padding > 0 && (s.Truncated != 0 || s.Padding >= directAlign) {
+			t.Fatalf("padding %d with %d truncated", s.Padding, s.Truncated)
 		}
 	})
 }
