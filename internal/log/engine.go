@@ -336,6 +336,8 @@ type Engine struct {
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 	closed atomic.Bool
+	// stopping: the broker is stopping (Stopping, sharedsnap.go).
+	stopping atomic.Bool
 
 	// cleanerBackoff (ns) is the pause between compaction passes (Kafka's
 	// log.cleaner.backoff.ms); cleanerKick tells the clean loop it changed.
