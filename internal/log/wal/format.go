@@ -15,6 +15,10 @@
 //	           batchLength, leaderEpoch, magic, batch crc). The batch's own
 //	           CRC-32C covers the rest, so the payload is not hashed twice on
 //	           the hot path, and recovery checks both.
+//
+// Written with direct I/O (direct.go), an open segment ends in fewer than
+// 4096 zero bytes of padding, cut when it is rolled or closed; recovery
+// cuts padding a crash left without calling it a torn tail.
 package wal
 
 import (
