@@ -539,17 +539,22 @@ func (s *Server) ClusterID() string { return s.clusterID }
 func (s *Server) Engine() *log.Engine { return s.engine }
 
 // Close stops serving and flushes everything to disk. In cluster mode it
-// first hands every partition it leads to other brokers.
+// first hands every partition it leads to other brokers. It logs how long
+// each stage took ("stopped"), so a slow stop says where its time went.
 func (s *Server) Close() error {
+	st := stopStages{began: time.Now(), last: time.Now()}
 	if s.node != nil {
+		s.engine.Stopping()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.node.Close(ctx); err != nil {
 			s.logger.Warn("cluster hand-off incomplete", "err", err)
 		}
 		cancel()
+		st.mark("cluster_handoff")
 	}
 	s.cancel()
 	<-s.watching
+	st.mark("watchers")
 	if s.admin != nil {
 		s.admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -557,7 +562,9 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	s.registry.close()
+	st.mark("admin_registry")
 	s.kafka.Close()
+	st.mark("kafka_listeners")
 	if err := s.lineage.Close(); err != nil {
 		s.logger.Warn("lineage: last flush failed", "err", err)
 	}
@@ -567,16 +574,33 @@ func (s *Server) Close() error {
 	if s.delayClient != nil {
 		s.delayClient.Close()
 	}
+	st.mark("lineage_delays")
 	s.txns.Close()
 	s.groups.Close()
 	if s.markerClient != nil {
 		s.markerClient.Close()
 	}
+	st.mark("coordinators")
 	err := s.engine.Close()
+	st.mark("log_engine")
 	if cerr := s.md.Close(); err == nil {
 		err = cerr
 	}
+	st.mark("meta")
+	s.logger.Info("stopped", append([]any{"took", time.Since(st.began).Round(time.Millisecond)}, st.attrs...)...)
 	return err
+}
+
+// stopStages times the stages of Close.
+type stopStages struct {
+	began, last time.Time
+	attrs       []any
+}
+
+func (st *stopStages) mark(stage string) {
+	now := time.Now()
+	st.attrs = append(st.attrs, stage, now.Sub(st.last).Round(time.Millisecond))
+	st.last = now
 }
 
 // advertised is the host and port a listener bound to bind (as bound)
