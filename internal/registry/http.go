@@ -64,6 +64,15 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 		}
 		return out, nil
 	})})
+	route("/contexts", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return []string{"."}, nil // the default context only
+	})})
+	route("/v1/metadata/id", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return r.metadataID(), nil
+	})})
+	route("/v1/metadata/version", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return serverVersion(), nil
+	})})
 	route("/schemas", map[string]http.HandlerFunc{"GET": get(listSchemas)})
 	route("/schemas/ids/{id}", map[string]http.HandlerFunc{"GET": get(r.getSchemaByID)})
 	route("/schemas/ids/{id}/schema", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
@@ -94,7 +103,7 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 		return readableUsages(req, st.usages(c.id, flag(req, "deleted"))), nil
 	})})
 	route("/subjects", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
-		return readable(req, st.subjectNames(req.URL.Query().Get("subjectPrefix"), flag(req, "deleted"))), nil
+		return readable(req, st.subjectList(req.URL.Query().Get("subjectPrefix"), filterOf(req))), nil
 	})})
 	route("/subjects/{subject}", map[string]http.HandlerFunc{
 		"POST": func(w http.ResponseWriter, req *http.Request) {
@@ -112,14 +121,13 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 	})
 	route("/subjects/{subject}/versions", map[string]http.HandlerFunc{
 		"GET": get(func(req *http.Request, st *state) (any, *Error) {
-			s := req.PathValue("subject")
-			vs := st.live(s, flag(req, "deleted"))
-			if len(vs) == 0 {
+			s, f := req.PathValue("subject"), filterOf(req)
+			if len(st.live(s, f != lookupDefault)) == 0 {
 				return nil, errSubjectNotFound(s)
 			}
-			out := make([]int, len(vs))
-			for i, v := range vs {
-				out[i] = v.version
+			out := []int{}
+			for _, v := range st.filtered(s, f) {
+				out = append(out, v.version)
 			}
 			return out, nil
 		}),
@@ -153,6 +161,10 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 		return rawText(c.text), nil
 	})})
 	route("/subjects/{subject}/versions/{version}/referencedby", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
+		// As Confluent: the version is looked up soft-deleted ones included.
+		q := req.URL.Query()
+		q.Set("deleted", "true")
+		req.URL.RawQuery = q.Encode()
 		s, v, _, e := versionOf(req, st)
 		if e != nil {
 			return nil, e
@@ -257,6 +269,27 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 }
 
 type decideFunc func(st *state) ([]Record, any, *Error)
+
+// lookupFilter is which versions a list takes (Confluent's LookupFilter).
+type lookupFilter int
+
+const (
+	lookupDefault  lookupFilter = iota // live versions
+	lookupDeleted                      // ?deleted=true: soft-deleted ones too
+	lookupOnlyDead                     // ?deletedOnly=true: soft-deleted ones only
+)
+
+// filterOf reads ?deleted and ?deletedOnly (deletedOnly wins, as in
+// Confluent).
+func filterOf(req *http.Request) lookupFilter {
+	switch {
+	case flag(req, "deletedOnly"):
+		return lookupOnlyDead
+	case flag(req, "deleted"):
+		return lookupDeleted
+	}
+	return lookupDefault
+}
 
 func flag(req *http.Request, name string) bool {
 	b, _ := strconv.ParseBool(req.URL.Query().Get(name))
