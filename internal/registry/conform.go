@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"net/http"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -59,4 +61,89 @@ func serverVersion() any {
 		}
 	}
 	return out
+}
+
+// subjectFilter keeps the usages of ?subject= when it is given, as
+// Confluent's /schemas/ids/{id}/subjects and /versions do.
+func subjectFilter(req *http.Request, us []usage) []usage {
+	s := req.URL.Query().Get("subject")
+	if s == "" {
+		return us
+	}
+	out := []usage{}
+	for _, u := range us {
+		if u.Subject == s {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// The media types answers may have, with Confluent's server-side weights.
+var produced = []struct {
+	typ string
+	qs  float64
+}{{ContentType, 1}, {"application/vnd.schemaregistry+json", 0.9}, {"application/json", 0.5}}
+
+// negotiate picks the answer's media type for an Accept header as
+// Confluent's Jersey does (the client's q times the server's weight); ""
+// when the client accepts none of them.
+func negotiate(accept string) string {
+	if strings.TrimSpace(accept) == "" {
+		return ContentType
+	}
+	best, bestQ := "", 0.0
+	for _, p := range produced {
+		q, spec := 0.0, -1
+		for _, r := range strings.Split(accept, ",") {
+			parts := strings.Split(r, ";")
+			mt := strings.ToLower(strings.TrimSpace(parts[0]))
+			rq := 1.0
+			for _, param := range parts[1:] {
+				k, v, _ := strings.Cut(strings.TrimSpace(param), "=")
+				if strings.TrimSpace(k) == "q" {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+						rq = f
+					}
+				}
+			}
+			s := -1 // how specific the range is: the most specific one counts
+			switch {
+			case mt == p.typ:
+				s = 2
+			case mt == "application/*":
+				s = 1
+			case mt == "*/*" || mt == "*":
+				s = 0
+			}
+			if s > spec {
+				q, spec = rq, s
+			}
+		}
+		if q*p.qs > bestQ {
+			best, bestQ = p.typ, q*p.qs
+		}
+	}
+	return best
+}
+
+// negotiated sets each answer's Content-Type from the request's Accept
+// header, and answers 406 when none is acceptable.
+func negotiated(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mt := negotiate(req.Header.Get("Accept"))
+		if mt == "" {
+			writeError(w, newErr(http.StatusNotAcceptable, http.StatusNotAcceptable, "HTTP 406 Not Acceptable"))
+			return
+		}
+		w.Header().Set("Content-Type", mt)
+		h.ServeHTTP(w, req)
+	})
+}
+
+// setContentType sets the registry's media type unless negotiated already.
+func setContentType(w http.ResponseWriter) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", ContentType)
+	}
 }

@@ -88,7 +88,7 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 			return nil, e
 		}
 		out := []string{}
-		for _, u := range readableUsages(req, st.usages(c.id, flag(req, "deleted"))) {
+		for _, u := range readableUsages(req, subjectFilter(req, st.usages(c.id, flag(req, "deleted")))) {
 			if len(out) == 0 || out[len(out)-1] != u.Subject {
 				out = append(out, u.Subject)
 			}
@@ -100,7 +100,7 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 		if e != nil {
 			return nil, e
 		}
-		return readableUsages(req, st.usages(c.id, flag(req, "deleted"))), nil
+		return readableUsages(req, subjectFilter(req, st.usages(c.id, flag(req, "deleted")))), nil
 	})})
 	route("/subjects", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
 		return readable(req, st.subjectList(req.URL.Query().Get("subjectPrefix"), filterOf(req))), nil
@@ -200,6 +200,7 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 				var c struct {
 					Compatibility      string `json:"compatibility"`
 					CompatibilityLevel string `json:"compatibilityLevel"`
+					Normalize          *bool  `json:"normalize"`
 				}
 				if e := decodeJSON(body, &c); e != nil {
 					return nil, e
@@ -208,7 +209,15 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 					c.Compatibility = c.CompatibilityLevel
 				}
 				s := req.PathValue("subject")
-				return func(st *state) ([]Record, any, *Error) { return st.setConfig(s, c.Compatibility) }, nil
+				return func(st *state) ([]Record, any, *Error) {
+					recs, ans, e := st.setConfig(s, c.Compatibility)
+					if e == nil && c.Normalize != nil {
+						// Echoed as Confluent echoes the request; sluice
+						// always compares schemas normalized.
+						ans = map[string]any{"compatibility": ans.(map[string]string)["compatibility"], "normalize": *c.Normalize}
+					}
+					return recs, ans, e
+				}, nil
 			}),
 			"DELETE": r.serveWrite(func(req *http.Request, _ []byte) (decideFunc, *Error) {
 				s := req.PathValue("subject")
@@ -251,9 +260,9 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 		writeError(w, newErr(http.StatusNotFound, http.StatusNotFound, "HTTP 404 Not Found"))
 	})
 	if check == nil {
-		return mux
+		return negotiated(mux)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return negotiated(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		user, pass, ok := req.BasicAuth()
 		if !ok || user == "" || !check(req.Context(), user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="sluice schema registry", charset="UTF-8"`)
@@ -265,7 +274,7 @@ func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) h
 			return
 		}
 		mux.ServeHTTP(w, req)
-	})
+	}))
 }
 
 type decideFunc func(st *state) ([]Record, any, *Error)
@@ -552,7 +561,7 @@ func decodeJSON(body []byte, v any) *Error {
 }
 
 func writeAnswer(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", ContentType)
+	setContentType(w)
 	if s, ok := v.(rawText); ok {
 		io.WriteString(w, string(s))
 		return
@@ -566,7 +575,7 @@ func writeAnswer(w http.ResponseWriter, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", ContentType)
+	setContentType(w)
 	w.WriteHeader(e.Status)
 	b, _ := json.Marshal(e)
 	w.Write(b)

@@ -1,8 +1,12 @@
 package registry
 
 import (
+	"bytes"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
 )
@@ -72,6 +76,8 @@ func TestConfluentConformance(t *testing.T) {
 		{"GET", "/schemas/ids/1/schema", nil, 200, 0, c2A, "", ""},
 		{"GET", "/schemas/ids/1/subjects", nil, 200, 0, `["c2","c2-other"]`, "", ""},
 		{"GET", "/schemas/ids/1/versions", nil, 200, 0, `[{"subject":"c2","version":1},{"subject":"c2-other","version":1}]`, "", ""},
+		{"GET", "/schemas/ids/1/subjects?subject=c2-other", nil, 200, 0, `["c2-other"]`, "", ""},
+		{"GET", "/schemas/ids/1/versions?subject=c2", nil, 200, 0, `[{"subject":"c2","version":1}]`, "", ""},
 		{"GET", "/schemas/ids/999", nil, 404, 40403, `{"error_code":40403,"message":"Schema 999 not found"}`, "", ""},
 		{"GET", "/schemas/ids/999/schema", nil, 404, 40403, "", "", ""},
 		{"GET", "/schemas/ids/999/subjects", nil, 404, 40403, "", "", ""},
@@ -118,6 +124,7 @@ func TestConfluentConformance(t *testing.T) {
 		{"GET", "/config/c2?defaultToGlobal=true", nil, 200, 0, `{"compatibilityLevel":"BACKWARD"}`, "", ""},
 		{"PUT", "/config/nosub-cfg", map[string]any{"compatibility": "NONE"}, 200, 0, `{"compatibility":"NONE"}`, "", ""},
 		{"GET", "/config/nosub-cfg", nil, 200, 0, `{"compatibilityLevel":"NONE"}`, "", ""},
+		{"PUT", "/config/nosub-cfg", map[string]any{"compatibility": "NONE", "normalize": true}, 200, 0, `{"compatibility":"NONE","normalize":true}`, "", ""},
 		{"PUT", "/config", map[string]any{"compatibility": "SOMETIMES"}, 422, 42203, "", "", ""},
 		{"PUT", "/config", "{", 400, 400, "", "", ""},
 		// Mode. An existing schema is answered even in READONLY.
@@ -180,6 +187,16 @@ func TestConfluentConformance(t *testing.T) {
 		{"DELETE", "/subjects/c2?permanent=true", nil, 404, 40401, "", "", ""},
 		{"GET", "/subjects?deleted=true", nil, 200, 0, `["c2-other"]`, "", ""},
 		{"GET", "/schemas/ids/100", nil, 404, 40403, "", "", ""},
+		// normalize=true: JSON Schema and Protobuf written differently
+		// are the same schema.
+		{"POST", "/subjects/c2-json/versions?normalize=true", map[string]any{"schemaType": "JSON", "schema": `{"type":"object","properties":{"a":{"type":"string"}}}`}, 200, 0, "", `{"id":`, ""},
+		{"POST", "/subjects/c2-json/versions?normalize=true", map[string]any{"schemaType": "JSON", "schema": `{ "properties": { "a": { "type": "string" } }, "type": "object" }`}, 200, 0, "", `{"id":`, ""},
+		{"GET", "/subjects/c2-json/versions", nil, 200, 0, `[1]`, "", ""},
+		{"POST", "/subjects/c2-json?normalize=true", map[string]any{"schemaType": "JSON", "schema": `{"properties":{"a":{"type":"string"}},"type":"object"}`}, 200, 0, "", `"schemaType":"JSON"`, ""},
+		{"POST", "/subjects/c2-proto/versions?normalize=true", map[string]any{"schemaType": "PROTOBUF", "schema": "syntax = \"proto3\";\nmessage M { string a = 1; }"}, 200, 0, "", `{"id":`, ""},
+		{"POST", "/subjects/c2-proto/versions?normalize=true", map[string]any{"schemaType": "PROTOBUF", "schema": "syntax=\"proto3\";\n\n// a comment\nmessage M {\n  string a = 1;\n}\n"}, 200, 0, "", `{"id":`, ""},
+		{"GET", "/subjects/c2-proto/versions", nil, 200, 0, `[1]`, "", ""},
+		{"GET", "/subjects/c2-proto/versions/1", nil, 200, 0, "", `"schemaType":"PROTOBUF"`, ""},
 		// After a permanent delete, versions start again at 1.
 		{"POST", "/subjects/c2/versions", sb(c2B), 200, 0, "", `{"id":`, ""},
 		{"GET", "/subjects/c2/versions", nil, 200, 0, `[1]`, "", ""},
@@ -201,6 +218,63 @@ func TestConfluentConformance(t *testing.T) {
 		}
 		if s.absent != "" && strings.Contains(string(a.body), s.absent) {
 			t.Errorf("step %d: %s %s: body %s; want it without %s", i, s.method, s.path, a.body, s.absent)
+		}
+	}
+}
+
+// TestConfluentMediaTypes checks the media types Confluent's resources
+// consume and produce: request bodies of its JSON types or
+// application/octet-stream, answers negotiated from Accept (406 when none
+// fits), errors included.
+func TestConfluentMediaTypes(t *testing.T) {
+	b := testbroker.Start(t)
+	base := "http://" + b.RegistryAddr()
+	body := `{"schema":"\"string\""}`
+	cases := []struct {
+		method, path, ctype, accept string
+		status                      int
+		answer                      string // the answer's Content-Type
+	}{
+		{"POST", "/subjects/m/versions", "application/vnd.schemaregistry.v1+json", "", 200, "application/vnd.schemaregistry.v1+json"},
+		{"POST", "/subjects/m/versions", "application/vnd.schemaregistry+json", "", 200, "application/vnd.schemaregistry.v1+json"},
+		{"POST", "/subjects/m/versions", "application/json", "", 200, "application/vnd.schemaregistry.v1+json"},
+		{"POST", "/subjects/m/versions", "application/octet-stream", "", 200, "application/vnd.schemaregistry.v1+json"},
+		{"POST", "/subjects/m/versions", "", "", 200, "application/vnd.schemaregistry.v1+json"},
+		{"POST", "/subjects/m/versions", "text/plain", "", 415, "application/vnd.schemaregistry.v1+json"},
+		{"GET", "/subjects/m/versions/1", "", "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json", 200, "application/vnd.schemaregistry.v1+json"},
+		{"GET", "/subjects/m/versions/1", "", "*/*", 200, "application/vnd.schemaregistry.v1+json"},
+		{"GET", "/subjects/m/versions/1", "", "application/json", 200, "application/json"},
+		{"GET", "/subjects/m/versions/1", "", "application/vnd.schemaregistry+json", 200, "application/vnd.schemaregistry+json"},
+		{"GET", "/subjects/m/versions/9", "", "application/json", 404, "application/json"},
+		{"GET", "/subjects/m/versions/1", "", "text/html", 406, "application/vnd.schemaregistry.v1+json"},
+	}
+	for _, c := range cases {
+		var rd io.Reader
+		if c.method == "POST" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(c.method, base+c.path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ctype != "" {
+			req.Header.Set("Content-Type", c.ctype)
+		}
+		if c.accept != "" {
+			req.Header.Set("Accept", c.accept)
+		}
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != c.answer {
+			t.Errorf("%s %s (Content-Type %q, Accept %q): %d %s, Content-Type %q; want %d, %q",
+				c.method, c.path, c.ctype, c.accept, resp.StatusCode, got, resp.Header.Get("Content-Type"), c.status, c.answer)
+		}
+		if c.status != 200 && !bytes.Contains(got, []byte(`"error_code":`)) {
+			t.Errorf("%s %s: error answer %s without an error_code", c.method, c.path, got)
 		}
 	}
 }
