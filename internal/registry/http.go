@@ -551,7 +551,9 @@ func parseSchemaRequest(body []byte) (*schemaRequest, *Error) {
 
 func decodeJSON(body []byte, v any) *Error {
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return errBadRequest("The request body is empty")
+		// Confluent's resources take a @NotNull body: a constraint
+		// violation, 422 with error_code 422.
+		return newErr(http.StatusUnprocessableEntity, http.StatusUnprocessableEntity, "The request body may not be empty")
 	}
 	if err := strictJSON(body, v); err != nil {
 		// As Confluent's JSON parse and mapping errors: 400.

@@ -56,9 +56,13 @@ func versionJSON(subject string, v *version, c *content) subjectVersionJSON {
 // checkSubject refuses subject names Confluent refuses.
 func checkSubject(s string) *Error {
 	if s == "" || strings.TrimSpace(s) == "" || strings.IndexFunc(s, unicode.IsControl) >= 0 || len(s) > 1024 {
-		return newErr(http.StatusUnprocessableEntity, codeInvalidSubject, "The specified subject '%s' is not valid.", s)
+		return errInvalidSubject(s)
 	}
 	return nil
+}
+
+func errInvalidSubject(s string) *Error {
+	return newErr(http.StatusUnprocessableEntity, codeInvalidSubject, "The specified subject '%s' is not valid.", s)
 }
 
 // parseVersion reads a version path element: "latest" and -1 are -1.
@@ -388,6 +392,9 @@ func (st *state) setConfig(subject, level string) ([]Record, any, *Error) {
 		return nil, nil, newErr(http.StatusUnprocessableEntity, codeInvalidCompatibility,
 			"Invalid compatibility level. Valid values are none, backward, forward, full, backward_transitive, forward_transitive, and full_transitive")
 	}
+	if strings.IndexFunc(subject, unicode.IsControl) >= 0 {
+		return nil, nil, errInvalidSubject(subject)
+	}
 	return []Record{{Key: configKey(subject), Value: mustJSON(configValue{CompatibilityLevel: string(l)})}},
 		map[string]string{"compatibility": string(l)}, nil
 }
@@ -412,6 +419,9 @@ func validMode(m string) bool {
 
 // setMode decides PUT /mode[/{s}].
 func (st *state) setMode(subject, mode string, force bool) ([]Record, any, *Error) {
+	if strings.IndexFunc(subject, unicode.IsControl) >= 0 {
+		return nil, nil, errInvalidSubject(subject)
+	}
 	m := strings.ToUpper(strings.TrimSpace(mode))
 	if !validMode(m) {
 		return nil, nil, newErr(http.StatusUnprocessableEntity, codeInvalidMode,

@@ -68,6 +68,8 @@ func TestConfluentConformance(t *testing.T) {
 		{"POST", "/subjects/c2/versions", sb("not json"), 422, 42201, "", "", ""},
 		{"POST", "/subjects/c2/versions", map[string]any{"schema": c2B, "schemaType": "NOPE"}, 422, 42201, "", "", ""},
 		{"POST", "/subjects/c2/versions", "{", 400, 400, "", "", ""},
+		{"POST", "/subjects/c2/versions", `{"schema": 5}`, 400, 400, "", "", ""},
+		{"POST", "/subjects/c2/versions", " ", 422, 422, "", "", ""},
 		// Schemas by id.
 		{"GET", "/schemas/ids/1", nil, 200, 0, `{"schema":` + jsonString(c2A) + `}`, "", ""},
 		{"GET", "/schemas/ids/1?subject=c2", nil, 200, 0, `{"schema":` + jsonString(c2A) + `}`, "", ""},
@@ -126,6 +128,9 @@ func TestConfluentConformance(t *testing.T) {
 		{"GET", "/config/nosub-cfg", nil, 200, 0, `{"compatibilityLevel":"NONE"}`, "", ""},
 		{"PUT", "/config/nosub-cfg", map[string]any{"compatibility": "NONE", "normalize": true}, 200, 0, `{"compatibility":"NONE","normalize":true}`, "", ""},
 		{"PUT", "/config", map[string]any{"compatibility": "SOMETIMES"}, 422, 42203, "", "", ""},
+		{"PUT", "/config/bad%01subject", map[string]any{"compatibility": "NONE"}, 422, 42208, "", "", ""},
+		{"PUT", "/mode/bad%01subject", map[string]any{"mode": "READONLY"}, 422, 42208, "", "", ""},
+		{"POST", "/subjects/bad%01subject/versions", sb(c2A), 422, 42208, "", "", ""},
 		{"PUT", "/config", "{", 400, 400, "", "", ""},
 		// Mode. An existing schema is answered even in READONLY.
 		{"GET", "/mode", nil, 200, 0, `{"mode":"READWRITE"}`, "", ""},
