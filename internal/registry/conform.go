@@ -86,7 +86,7 @@ var produced = []struct {
 }{{ContentType, 1}, {"application/vnd.schemaregistry+json", 0.9}, {"application/json", 0.5}}
 
 // negotiate picks the answer's media type for an Accept header as
-// Confluent's Jersey does (the client's q times the server's weight); ""
+// Confluent's Jersey does (the client's q, then the server's weight); ""
 // when the client accepts none of them.
 func negotiate(accept string) string {
 	if strings.TrimSpace(accept) == "" {
@@ -120,8 +120,11 @@ func negotiate(accept string) string {
 				q, spec = rq, s
 			}
 		}
-		if q*p.qs > bestQ {
-			best, bestQ = p.typ, q*p.qs
+		// Jersey ranks by the client's q first, then by the server's
+		// weight: produced is in descending weight, so the first of a q
+		// wins.
+		if q > bestQ {
+			best, bestQ = p.typ, q
 		}
 	}
 	return best

@@ -249,6 +249,8 @@ func TestConfluentMediaTypes(t *testing.T) {
 		{"GET", "/subjects/m/versions/1", "", "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json", 200, "application/vnd.schemaregistry.v1+json"},
 		{"GET", "/subjects/m/versions/1", "", "*/*", 200, "application/vnd.schemaregistry.v1+json"},
 		{"GET", "/subjects/m/versions/1", "", "application/json", 200, "application/json"},
+		{"GET", "/subjects/m/versions/1", "", "application/json, text/plain, */*", 200, "application/vnd.schemaregistry.v1+json"},
+		{"GET", "/subjects/m/versions/1", "", "application/json;q=0.9, */*;q=0.8", 200, "application/json"},
 		{"GET", "/subjects/m/versions/1", "", "application/vnd.schemaregistry+json", 200, "application/vnd.schemaregistry+json"},
 		{"GET", "/subjects/m/versions/9", "", "application/json", 404, "application/json"},
 		{"GET", "/subjects/m/versions/1", "", "text/html", 406, "application/vnd.schemaregistry.v1+json"},
