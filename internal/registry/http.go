@@ -356,15 +356,17 @@ func listSchemas(req *http.Request, st *state) (any, *Error) {
 }
 
 func schemaOf(req *http.Request, st *state) (*content, *Error) {
-	id, err := strconv.Atoi(req.PathValue("id"))
-	if err != nil || id < 1 {
-		return nil, errSchemaNotFound(-1)
+	id, err := strconv.ParseInt(req.PathValue("id"), 10, 32)
+	if err != nil {
+		// Confluent's {id} is a Java Integer: anything else matches no
+		// resource, Jersey's plain 404.
+		return nil, newErr(http.StatusNotFound, http.StatusNotFound, "HTTP 404 Not Found")
 	}
-	c := st.schemas[id]
+	c := st.schemas[int(id)]
 	if c == nil {
-		return nil, errSchemaNotFound(id)
+		return nil, errSchemaNotFound(int(id))
 	}
-	if e := idReadable(req, st, id); e != nil {
+	if e := idReadable(req, st, int(id)); e != nil {
 		return nil, e
 	}
 	return c, nil
