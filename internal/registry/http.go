@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -547,6 +548,10 @@ func parseSchemaRequest(body []byte) (*schemaRequest, *Error) {
 	var sr schemaRequest
 	if e := decodeJSON(body, &sr); e != nil {
 		return nil, e
+	}
+	if sr.ID > math.MaxInt32 || sr.ID < math.MinInt32 || sr.Version > math.MaxInt32 || sr.Version < math.MinInt32 {
+		// Java Integers in Confluent: Jackson's mapping error, 400.
+		return nil, errBadRequest("Numeric value out of range of int")
 	}
 	return &sr, nil
 }

@@ -70,6 +70,7 @@ func TestConfluentConformance(t *testing.T) {
 		{"POST", "/subjects/c2/versions", "{", 400, 400, "", "", ""},
 		{"POST", "/subjects/c2/versions", `{"schema": 5}`, 400, 400, "", "", ""},
 		{"POST", "/subjects/c2/versions", " ", 422, 422, "", "", ""},
+		{"POST", "/subjects/c2/versions", map[string]any{"schema": c2B, "version": 1 << 31}, 400, 400, "", "", ""},
 		// Schemas by id.
 		{"GET", "/schemas/ids/1", nil, 200, 0, `{"schema":` + jsonString(c2A) + `}`, "", ""},
 		{"GET", "/schemas/ids/1?subject=c2", nil, 200, 0, `{"schema":` + jsonString(c2A) + `}`, "", ""},
