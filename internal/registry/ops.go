@@ -172,9 +172,8 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 		if mode != modeImport && req.Version != ver {
 			return nil, nil, errInvalidSchema("Version is not one more than previous version")
 		}
-		if st.version(subject, req.Version, true) != nil {
-			return nil, nil, errNotPermitted("Version %d already exists under subject %s", req.Version, subject)
-		}
+		// In IMPORT mode a version that exists is written over, as in
+		// Confluent.
 		ver = req.Version
 	}
 	text, refs := req.Schema, req.References
