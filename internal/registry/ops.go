@@ -192,8 +192,9 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 	}
 	val := schemaValue{Subject: subject, Version: ver, ID: id, SchemaType: typeName(p.Type()), References: refs, Schema: text}
 	recs = append(recs, Record{Key: schemaKey(subject, ver), Value: mustJSON(val)})
-	if len(recs) > 1 {
-		// The tombstones may drop the last use of the highest id.
+	if len(recs) > 1 || st.version(subject, ver, true) != nil {
+		// The tombstones, or the version written over, may drop the last
+		// use of the highest id.
 		recs = append(recs, Record{Key: maxIDKey(), Value: mustJSON(maxIDValue{MaxID: max(st.maxID, id)})})
 	}
 	return recs, map[string]int{"id": id}, nil
