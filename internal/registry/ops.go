@@ -80,6 +80,10 @@ func parseVersion(s string) (int, *Error) {
 // parseRequest parses the request's schema with its references.
 func (st *state) parseRequest(req *schemaRequest) (*schema.Schema, string, *Error) {
 	t, err := schema.ParseType(req.SchemaType)
+	if err == nil && req.SchemaType != "" && req.SchemaType != string(t) {
+		// Confluent's type names are case-sensitive.
+		err = schema.ErrUnknownType
+	}
 	if err != nil {
 		return nil, "", errInvalidSchema("Invalid schema type %s: %v", req.SchemaType, err)
 	}

@@ -67,6 +67,7 @@ func TestConfluentConformance(t *testing.T) {
 		{"POST", "/subjects/c2/versions", sb(c2Bad), 409, 409, "", `Schema being registered is incompatible with an earlier schema for subject \"c2\"`, ""},
 		{"POST", "/subjects/c2/versions", sb("not json"), 422, 42201, "", "", ""},
 		{"POST", "/subjects/c2/versions", map[string]any{"schema": c2B, "schemaType": "NOPE"}, 422, 42201, "", "", ""},
+		{"POST", "/subjects/c2/versions", map[string]any{"schema": c2B, "schemaType": "avro"}, 422, 42201, "", "", ""},
 		{"POST", "/subjects/c2/versions", "{", 400, 400, "", "", ""},
 		{"POST", "/subjects/c2/versions", `{"schema": 5}`, 400, 400, "", "", ""},
 		{"POST", "/subjects/c2/versions", " ", 422, 422, "", "", ""},
