@@ -70,6 +70,10 @@ type SchemaInfo struct {
 	Type       schema.Type
 	Schema     string
 	References []Reference
+	// Parsed is the schema parsed, with its references; nil when this
+	// build cannot parse it. The produce-side checks take record names
+	// and payload decoders from it (internal/schemacheck).
+	Parsed *schema.Schema
 }
 
 type subjectID struct {

@@ -159,6 +159,6 @@ func (st *state) newContent(id int, t schema.Type, text string, refs []Reference
 		}
 	}
 	c.key = identity(t, canonical, refs)
-	c.info = &SchemaInfo{ID: id, Type: t, Schema: text, References: refs}
+	c.info = &SchemaInfo{ID: id, Type: t, Schema: text, References: refs, Parsed: c.parsed}
 	return c
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/schemacheck"
 	"github.com/sluice-mq/sluice/internal/scram"
+	"github.com/sluice-mq/sluice/internal/security"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -256,6 +257,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		},
 		Topology: topologyFor(glue),
 	}
+	required := schemacheck.Required(patterns(cfg.Governance.SchemaRequired))
+	bcfg.SchemaRequired = required
 	maps.Copy(bcfg.Static, securityConfigs(cfg, lspecs, lns))
 	b := broker.New(bcfg, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
@@ -380,7 +383,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
-	schemas := schemacheck.New(engine)
+	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: required, TopicDefaults: b.TopicDefaults})
 	kcfg.Schemas = schemas
 	var (
 		delays      *delay.Service
@@ -485,7 +488,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
 			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler()}); err != nil {
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
+			replay:   replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts),
+			security: security.New(creds, authz, quotas, guard)}); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -672,6 +677,15 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 		return nil, err
 	}
 	return d, nil
+}
+
+// patterns compiles governance patterns (config.Validate checked them).
+func patterns(ps []string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, regexp.MustCompile(p))
+	}
+	return out
 }
 
 // namePattern compiles the governance pattern (config.Validate checked
