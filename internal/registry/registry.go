@@ -54,6 +54,8 @@ type Config struct {
 	// ForwardTLS, when set, is the client TLS configuration writes are
 	// forwarded to the leader's registry with (its listener serves TLS).
 	ForwardTLS *tls.Config
+	// ClusterID is the Kafka cluster's id, as GET /v1/metadata/id names it.
+	ClusterID string
 }
 
 // DefaultConfig is the default configuration.

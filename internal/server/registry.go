@@ -49,6 +49,7 @@ type registryDeps struct {
 	serverTLS, clientTLS *tls.Config
 	guard                *adminapi.Guard
 	logger               *slog.Logger
+	clusterID            string // answered on GET /v1/metadata/id
 }
 
 // startRegistry starts tailing _schemas (created by the first write) and
@@ -80,6 +81,7 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 	}
 	rcfg := registry.DefaultConfig()
 	rcfg.ForwardTLS = d.clientTLS
+	rcfg.ClusterID = d.clusterID
 	reg := registry.New(rcfg, store, fwd, d.logger)
 	rctx, cancel := context.WithCancel(context.Background())
 	sr := &schemaRegistry{reg: reg, store: store, ln: ln, cancel: cancel, done: make(chan struct{})}

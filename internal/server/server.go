@@ -470,7 +470,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	guard := adminGuard(lspecs, creds, authz)
 	if cfg.SchemaRegistry.Listen != "" {
-		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry")}
+		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry"), clusterID: clusterID}
 		if glue != nil {
 			d.reader = append([]kgo.Opt{kgo.SeedBrokers(interAddr)}, interOpts...)
 		}
