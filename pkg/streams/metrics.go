@@ -17,6 +17,7 @@ type metrics struct {
 	restoreLag  *prometheus.GaugeVec
 	storeBytes  *prometheus.GaugeVec
 	tasks       *prometheus.GaugeVec
+	standbyNext *prometheus.GaugeVec
 	tasksOpened prometheus.Counter
 	tasksClosed prometheus.Counter
 }
@@ -46,6 +47,9 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "streams_tasks", Help: "Tasks of this instance: active (processing), restoring, standby.", ConstLabels: labels,
 		}, []string{"state"}),
+		standbyNext: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "streams_standby_changelog_offset", Help: "The next changelog offset a standby store will apply, per store and task.", ConstLabels: labels,
+		}, []string{"store", "task"}),
 		tasksOpened: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streams_tasks_opened_total", Help: "Active tasks opened (restored and processing).", ConstLabels: labels,
 		}),
@@ -54,7 +58,7 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes, m.tasks, m.tasksOpened, m.tasksClosed} {
+		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes, m.tasks, m.standbyNext, m.tasksOpened, m.tasksClosed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -47,6 +47,7 @@ type config struct {
 	registerer     prometheus.Registerer
 	endpoint       string
 	standbys       int
+	restoreL       RestoreListener
 }
 
 func defaultConfig() config {
@@ -137,3 +138,22 @@ func QueryEndpoint(hostport string) Opt { return optFunc(func(c *config) { c.end
 // instance holding a standby, which restores only the changelog's tail.
 // The group leader's setting decides.
 func NumStandbyReplicas(n int) Opt { return optFunc(func(c *config) { c.standbys = n }) }
+
+// RestoreListener is told about restores (Kafka Streams'
+// StateRestoreListener). Its methods run on the restoring task's own
+// goroutine, never on the poll loop's: a slow listener delays only that
+// task. task is "<topic>-<partition>".
+type RestoreListener interface {
+	// OnRestoreStart: store of task will be restored from changelog
+	// offset from up to (not including) end.
+	OnRestoreStart(store, task string, from, end int64)
+	// OnBatchRestored: records were applied; next is the next offset.
+	OnBatchRestored(store, task string, next int64, records int)
+	// OnRestoreEnd: the store is restored, with records applied in all.
+	OnRestoreEnd(store, task string, records int64)
+}
+
+// Restores gives restore events to l (default: none). Progress is also in
+// the metrics streams_restore_remaining_records and
+// streams_restored_records_total.
+func Restores(l RestoreListener) Opt { return optFunc(func(c *config) { c.restoreL = l }) }

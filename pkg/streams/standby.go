@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -42,6 +43,7 @@ type standbyStore struct {
 	kv    *kvStore
 	topic string
 	next  int64 // the next changelog offset to apply
+	gauge prometheus.Gauge
 }
 
 func newStandbys(a *App) *standbys {
@@ -122,7 +124,9 @@ func (s *standbys) openLocked(id taskID) error {
 			db.Close()
 			return err
 		}
-		st := &standbyStore{t: t, kv: kv, topic: changelogTopic(s.a.cfg.appID, name), next: next}
+		st := &standbyStore{t: t, kv: kv, topic: changelogTopic(s.a.cfg.appID, name), next: next,
+			gauge: s.a.m.standbyNext.WithLabelValues(name, id.String())}
+		st.gauge.Set(float64(next))
 		t.stores = append(t.stores, st)
 		from[st.topic] = map[int32]kgo.Offset{id.Partition: kgo.NewOffset().At(next)}
 	}
@@ -161,6 +165,7 @@ func (s *standbys) closeLocked(id taskID) {
 	rm := map[string][]int32{}
 	for _, st := range t.stores {
 		delete(s.parts[st.topic], id.Partition)
+		s.a.m.standbyNext.DeleteLabelValues(st.kv.name, id.String())
 		rm[st.topic] = []int32{id.Partition}
 	}
 	s.cl.RemoveConsumePartitions(rm)
@@ -237,6 +242,7 @@ func (st *standbyStore) apply(rs []*kgo.Record) error {
 		return err
 	}
 	st.next = next
+	st.gauge.Set(float64(next))
 	return nil
 }
 
