@@ -287,3 +287,125 @@ func TestStandbyTakesOverWithTail(t *testing.T) {
 		})
 	}
 }
+
+// blockRestore holds the restore of one task until released.
+type blockRestore struct {
+	task    string
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockRestore) OnRestoreStart(_, task string, _, _ int64) {
+	if task == b.task {
+		close(b.started)
+		<-b.release
+	}
+}
+func (*blockRestore) OnBatchRestored(string, string, int64, int) {}
+func (*blockRestore) OnRestoreEnd(string, string, int64)         {}
+
+// TestRestoreDoesNotBlockOtherTasks starts an instance on an empty state
+// directory, so both its tasks restore from their changelogs, and holds
+// the restore of words-1 (a RestoreListener that blocks, on the restoring
+// goroutine): words-0 is processed and committed meanwhile, words-1 only
+// once its restore is let go.
+func TestRestoreDoesNotBlockOtherTasks(t *testing.T) {
+	b := testbroker.Start(t)
+	testbroker.CreateTopic(t, b.Addr(), "words", 2, nil)
+	testbroker.CreateTopic(t, b.Addr(), "counts", 2, nil)
+	dir := t.TempDir()
+	var keys [2][]string
+	for i := 0; len(keys[0]) < 10 || len(keys[1]) < 10; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if p := streams.KeyPartition([]byte(k), 2); len(keys[p]) < 10 {
+			keys[p] = append(keys[p], k)
+		}
+	}
+	key := func(p int) func(int) string { return func(i int) string { return keys[p][i%10] } }
+
+	produceKeys(t, b.Addr(), 0, 100, key(0))
+	produceKeys(t, b.Addr(), 0, 100, key(1))
+	first := startWordCount(t, b.Addr(), "restore", "a", filepath.Join(dir, "first"))
+	waitCommitted(t, b.Addr(), "restore", "words")
+	first.stop()
+
+	block := &blockRestore{task: "words-1", started: make(chan struct{}), release: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(block.release)
+		}
+	}()
+	second := startWordCount(t, b.Addr(), "restore", "a", filepath.Join(dir, "second"), streams.Restores(block))
+	<-block.started
+	produceKeys(t, b.Addr(), 100, 200, key(0))
+	produceKeys(t, b.Addr(), 100, 200, key(1))
+	adm := kadm.NewClient(testbroker.NewClient(t, b.Addr()))
+	testbroker.Eventually(t, time.Minute, "words-0 committed while words-1 restores", func() error {
+		got, err := adm.FetchOffsets(context.Background(), "restore")
+		if err != nil {
+			return err
+		}
+		if c, _ := got.Lookup("words", 0); c.At != 200 {
+			return fmt.Errorf("words/0 committed at %d", c.At)
+		}
+		return nil
+	})
+	got, err := adm.FetchOffsets(context.Background(), "restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := got.Lookup("words", 1); c.At != 100 {
+		t.Errorf("words/1 committed at %d while its restore is held, want 100", c.At)
+	}
+	if n := metric(t, second.reg, "streams_tasks", "state", "restoring"); n != 1 {
+		t.Errorf("%v tasks restoring, want 1", n)
+	}
+	released = true
+	close(block.release)
+	waitCommitted(t, b.Addr(), "restore", "words")
+	second.stop()
+	want := map[string]int64{}
+	for p := range 2 {
+		for i := range 200 {
+			want[key(p)(i)]++
+		}
+	}
+	checkCounts(t, b.Addr(), want)
+}
+
+// TestGracefulCloseLeavesGroup stops an instance: Run returns having left
+// the group (no member is left, nothing waits for a session timeout), and
+// a restart on the same state directory restores nothing.
+func TestGracefulCloseLeavesGroup(t *testing.T) {
+	b := testbroker.Start(t)
+	testbroker.CreateTopic(t, b.Addr(), "words", 2, nil)
+	testbroker.CreateTopic(t, b.Addr(), "counts", 2, nil)
+	dir := filepath.Join(t.TempDir(), "state")
+	key := func(i int) string { return fmt.Sprintf("k%d", i%50) }
+	adm := kadm.NewClient(testbroker.NewClient(t, b.Addr()))
+	for round := range 2 {
+		produceKeys(t, b.Addr(), round*500, round*500+500, key)
+		in := startWordCount(t, b.Addr(), "graceful", "a", dir, streams.ClientOpts(kgo.SessionTimeout(time.Minute)))
+		waitCommitted(t, b.Addr(), "graceful", "words")
+		in.stop()
+		groups, err := adm.DescribeGroups(context.Background(), "graceful")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := groups["graceful"]; len(g.Members) != 0 {
+			t.Fatalf("after Run returned the group still has %d members (state %s)", len(g.Members), g.State)
+		}
+		if n := restoredRecords(t, in.reg, "counts"); n != 0 {
+			t.Errorf("round %d restored %v records, want 0 (the checkpoint covers the changelog)", round, n)
+		}
+		if n := metric(t, in.reg, "streams_tasks_closed_total"); n != 2 {
+			t.Errorf("round %d closed %v tasks, want 2", round, n)
+		}
+	}
+	want := map[string]int64{}
+	for i := range 1000 {
+		want[key(i)]++
+	}
+	checkCounts(t, b.Addr(), want)
+}
