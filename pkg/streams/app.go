@@ -104,7 +104,11 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.ctx = context.WithoutCancel(ctx)
-	opts := a.clientOpts(
+	// A partition resumed after its task restored joins the fetches only
+	// once the in-flight fetch returns, which on an idle partition is
+	// FetchMaxWait: kgo's 5s default would hold a restored task that long.
+	// 500ms is the Java consumer's default; ClientOpts may change it.
+	opts := append([]kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond)}, a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(a.topo.sourceTopics(a.cfg.appID)...),
 		kgo.Balancers(a.bal),
@@ -114,7 +118,7 @@ func (a *App) Run(ctx context.Context) error {
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
-	)
+	)...)
 	defer a.sb.close()
 	defer a.closeTasks()
 	if a.cfg.guarantee == ExactlyOnce {
