@@ -32,7 +32,8 @@ import (
 // SLUICE_FIG_ORDERS (orders per throughput run, default 300000),
 // SLUICE_FIG_RESTORE_MB (changelog size to restore, default 1024),
 // SLUICE_FIG_RATE and SLUICE_FIG_SECONDS (the latency run's orders/s and
-// length, default 2000 and 20).
+// length, default 2000 and 20), SLUICE_FIG_REPEAT (default 3),
+// SLUICE_FIG_ONLY (one throughput run, e.g. revenue-exactly-once).
 
 type figOrder struct {
 	ID          string `json:"id"`
@@ -251,12 +252,19 @@ func TestFigures(t *testing.T) {
 	for rep := range envInt("SLUICE_FIG_REPEAT", 3) {
 		for _, kind := range []string{"stateless", "revenue"} {
 			for _, g := range []streams.Guarantee{streams.ExactlyOnce, streams.AtLeastOnce} {
+				if only := os.Getenv("SLUICE_FIG_ONLY"); only != "" && only != fmt.Sprintf("%s-%s", kind, g) {
+					continue
+				}
 				t.Run(fmt.Sprintf("%s-%s-%d", kind, g, rep), func(t *testing.T) { throughput(t, kind, g) })
 			}
 		}
+		if os.Getenv("SLUICE_FIG_ONLY") != "" {
+			continue
+		}
+		t.Run(fmt.Sprintf("restore-%d", rep), func(t *testing.T) { figureRestore(t, addr, rep) })
+		t.Run(fmt.Sprintf("latency-%d", rep), func(t *testing.T) { figureLatency(t, addr, orders+rep*1_000_000, rep) })
 	}
-	t.Run("restore", func(t *testing.T) { figureRestore(t, addr) })
-	t.Run("latency", func(t *testing.T) { figureLatency(t, addr, orders) })
+
 }
 
 // timedRestore records when restoring started and ended.
@@ -283,10 +291,13 @@ func (r *timedRestore) OnRestoreEnd(_, _ string, n int64) {
 // figureRestore writes SLUICE_FIG_RESTORE_MB of distinct keys with 1 KiB
 // values to a count store's changelog, then times an App restoring it
 // into an empty state directory.
-func figureRestore(t *testing.T, addr string) {
+func figureRestore(t *testing.T, addr string, rep int) {
 	mb := envInt("SLUICE_FIG_RESTORE_MB", 1024)
-	const app, size = "figrestore", 1024
-	testbroker.CreateTopic(t, addr, "words", 1, nil)
+	const size = 1024
+	app := fmt.Sprintf("figrestore%d", rep)
+	if rep == 0 {
+		testbroker.CreateTopic(t, addr, "words", 1, nil)
+	}
 	testbroker.CreateTopic(t, addr, app+"-counts-changelog", 1, map[string]string{"cleanup.policy": "compact"})
 	n := mb << 20 / size
 	cl := testbroker.NewClient(t, addr, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50000))
@@ -317,11 +328,11 @@ func figureRestore(t *testing.T, addr string) {
 // once, 100 ms commit interval) and reads the output with read_committed:
 // latency is from the produce call to the output record holding the order
 // being fetched.
-func figureLatency(t *testing.T, addr string, from int) {
+func figureLatency(t *testing.T, addr string, from, rep int) {
 	rate, secs := envInt("SLUICE_FIG_RATE", 2000), envInt("SLUICE_FIG_SECONDS", 20)
 	// A fresh app on the topic's end: it reads only the paced orders.
 	reg := prometheus.NewRegistry()
-	a, err := streams.New(latencyTopology(t), streams.Brokers(addr), streams.ApplicationID("figlatency"),
+	a, err := streams.New(latencyTopology(t), streams.Brokers(addr), streams.ApplicationID(fmt.Sprintf("figlatency%d", rep)),
 		streams.StateDir(t.TempDir()), streams.Registerer(reg), streams.CommitInterval(100*time.Millisecond),
 		streams.ClientOpts(kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())))
 	if err != nil {
@@ -370,7 +381,7 @@ func figureLatency(t *testing.T, addr string, from int) {
 	pcl := testbroker.NewClient(t, addr, kgo.ProducerLinger(0))
 	tick := time.NewTicker(10 * time.Millisecond)
 	per := max(rate/100, 1)
-	i := from + 1_000_000
+	i := from
 	load0 := loadAvg()
 	end := time.Now().Add(time.Duration(secs) * time.Second)
 	for time.Now().Before(end) {
