@@ -101,9 +101,9 @@ type figTotal struct {
 	Last string `json:"last"`
 }
 
-func latencyTopology(t *testing.T) *streams.Topology {
+func latencyTopology(t *testing.T, in string) *streams.Topology {
 	b := streams.NewBuilder()
-	paid := streams.Stream(b, "orders", streams.String(), streams.JSON[figOrder]()).
+	paid := streams.Stream(b, in, streams.String(), streams.JSON[figOrder]()).
 		Filter(func(_ string, o figOrder) bool { return o.Status == "PAID" })
 	byRegion := streams.GroupBy(paid, func(_ string, o figOrder) string { return o.Region }, streams.String(), streams.JSON[figOrder](), "by-region")
 	streams.Aggregate(byRegion, func() figTotal { return figTotal{} },
@@ -330,11 +330,12 @@ func figureRestore(t *testing.T, addr string, rep int) {
 // being fetched.
 func figureLatency(t *testing.T, addr string, from, rep int) {
 	rate, secs := envInt("SLUICE_FIG_RATE", 2000), envInt("SLUICE_FIG_SECONDS", 20)
-	// A fresh app on the topic's end: it reads only the paced orders.
+	// A fresh input topic: the app reads only the paced orders.
+	in := fmt.Sprintf("live-orders-%d", rep)
+	testbroker.CreateTopic(t, addr, in, 4, nil)
 	reg := prometheus.NewRegistry()
-	a, err := streams.New(latencyTopology(t), streams.Brokers(addr), streams.ApplicationID(fmt.Sprintf("figlatency%d", rep)),
-		streams.StateDir(t.TempDir()), streams.Registerer(reg), streams.CommitInterval(100*time.Millisecond),
-		streams.ClientOpts(kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())))
+	a, err := streams.New(latencyTopology(t, in), streams.Brokers(addr), streams.ApplicationID(fmt.Sprintf("figlatency%d", rep)),
+		streams.StateDir(t.TempDir()), streams.Registerer(reg), streams.CommitInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func figureLatency(t *testing.T, addr string, from, rep int) {
 			mu.Lock()
 			sent[o.ID] = time.Now()
 			mu.Unlock()
-			pcl.Produce(context.Background(), &kgo.Record{Topic: "orders", Key: []byte(o.ID), Value: v}, nil)
+			pcl.Produce(context.Background(), &kgo.Record{Topic: in, Key: []byte(o.ID), Value: v}, nil)
 		}
 	}
 	tick.Stop()
