@@ -49,6 +49,9 @@ type App struct {
 	// current transaction (ExactlyOnce), to rewind partitions that have no
 	// committed offset when it aborts. Guarded by mu.
 	firstInTxn map[string]map[int32]int64
+	// polledInTxn counts the records polled in the current transaction;
+	// none, and it is not committed. Guarded by mu.
+	polledInTxn int
 }
 
 // opening is a task being restored.
@@ -170,6 +173,7 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 		if err != nil || len(p.Records) == 0 {
 			return
 		}
+		a.polledInTxn += len(p.Records)
 		id, ok := a.taskOf(p.Topic, p.Partition)
 		if !ok {
 			err = fmt.Errorf("streams: record from %q, which the topology does not read", p.Topic)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,7 @@ import (
 // SLUICE_FIG_RATE and SLUICE_FIG_SECONDS (the latency run's orders/s and
 // length, default 2000 and 20), SLUICE_FIG_REPEAT (default 3),
 // SLUICE_FIG_ONLY (one throughput run, e.g. revenue-exactly-once, or
-// restore).
+// restore), SLUICE_FIG_LOG (a file for the throughput runs' debug log).
 
 type figOrder struct {
 	ID          string `json:"id"`
@@ -221,8 +222,17 @@ func TestFigures(t *testing.T) {
 			topics = append(topics, app+"-orders-by-region-repartition")
 		}
 		reg := prometheus.NewRegistry()
-		a, err := streams.New(topo, streams.Brokers(addr), streams.ApplicationID(app), streams.ProcessingGuarantee(g),
-			streams.StateDir(t.TempDir()), streams.Registerer(reg))
+		opts := []streams.Opt{streams.Brokers(addr), streams.ApplicationID(app), streams.ProcessingGuarantee(g),
+			streams.StateDir(t.TempDir()), streams.Registerer(reg)}
+		if path := os.Getenv("SLUICE_FIG_LOG"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			opts = append(opts, streams.Logger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+		}
+		a, err := streams.New(topo, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
