@@ -86,10 +86,11 @@ func (b *copartitionBalancer) JoinGroupMetadata(interests []string, current map[
 	meta := kmsg.NewConsumerMemberMetadata()
 	info := memberInfo{Endpoint: b.endpoint}
 	b.mu.Lock()
-	if b.held != nil {
-		info.Standby = b.held()
-	}
+	held := b.held
 	b.mu.Unlock()
+	if held != nil {
+		info.Standby = held()
+	}
 	meta.UserData, _ = json.Marshal(info) // maps of strings and ints always marshal
 	meta.Version = 2
 	meta.Topics = interests

@@ -18,9 +18,8 @@ import (
 // here, release closes the database and the restore that follows reads
 // only what the standby had not applied yet.
 //
-// Lock order: standbys.mu is never held while taking App.mu; App.mu may be
-// held while taking standbys.mu (through held, in JoinGroupMetadata it is
-// not).
+// standbys.mu is never held together with App.mu or
+// copartitionBalancer.mu (see doc.go).
 type standbys struct {
 	a *App
 
