@@ -32,7 +32,15 @@
 //
 // TestDriver runs a topology without a broker for unit tests.
 //
-// Locks: App.mu guards the task map and every task's state; it is taken by
-// the poll loop around processing and commits, and by the rebalance
-// callbacks. There is no other lock.
+// Tasks are assigned cooperatively (only moved tasks are revoked), restored
+// on their own goroutine while their partitions are paused, and may have
+// standby replicas that tail their changelogs on other instances.
+//
+// Locks: App.mu guards the task maps and every task's state; it is taken
+// by the poll loop around processing and commits, by the rebalance
+// callbacks, and by a restore goroutine to hand its task over.
+// standbys.mu guards the standby tasks; it is taken by the standby fetch
+// loop, by reconcile and by release. copartitionBalancer.mu guards the
+// last assignment's owners and standbys. No two of them are ever held
+// together. task.mu guards only what produce promises set.
 package streams
