@@ -19,6 +19,7 @@ const overviewRefresh = 5 * time.Second
 
 type overviewData struct {
 	Broker      diagnose.BrokerDiagnosis
+	Brokers     []brokerRow
 	BrokerErr   string
 	Topics      int
 	Groups      []catalog.Group
@@ -33,6 +34,44 @@ type overviewCache struct {
 	// held with Console.mu (the sessions), nor the other way round.
 	mu      sync.Mutex
 	entries map[string]overviewData
+	// prev is each broker's traffic as last seen, to turn its counters
+	// into rates.
+	prev map[int32]diagnose.BrokerFacts
+}
+
+// brokerRow is one broker on the overview: its health, the partitions it
+// leads and its traffic rates since the previous sample (Rated false on
+// the first sample, or when the broker restarted in between).
+type brokerRow struct {
+	diagnose.BrokerDiagnosis
+	Rated                        bool
+	ProduceRecords, ProduceBytes float64 // per second
+	FetchRecords, FetchBytes     float64
+}
+
+// rates fills row's rates from the previous sample of its broker, and
+// keeps this one as the next previous once it is old enough to give a
+// rate over a useful interval. oc.mu held.
+func (oc *overviewCache) rates(row *brokerRow) {
+	f := row.Facts
+	if oc.prev == nil {
+		oc.prev = map[int32]diagnose.BrokerFacts{}
+	}
+	p, ok := oc.prev[f.NodeID]
+	dt := f.At.Sub(p.At).Seconds()
+	switch {
+	case !ok || dt <= 0 || f.ProducedRecords < p.ProducedRecords || f.FetchedRecords < p.FetchedRecords:
+		oc.prev[f.NodeID] = f
+		return
+	}
+	row.Rated = true
+	row.ProduceRecords = float64(f.ProducedRecords-p.ProducedRecords) / dt
+	row.ProduceBytes = float64(f.ProducedBytes-p.ProducedBytes) / dt
+	row.FetchRecords = float64(f.FetchedRecords-p.FetchedRecords) / dt
+	row.FetchBytes = float64(f.FetchedBytes-p.FetchedBytes) / dt
+	if dt >= overviewRefresh.Seconds()/2 {
+		oc.prev[f.NodeID] = f
+	}
 }
 
 // overviewFor returns s's overview, computed at most once per period.
@@ -56,8 +95,17 @@ func (c *Console) overviewFor(r *http.Request, s *session) overviewData {
 	// Computed for every browser of the principal: a request that goes
 	// away does not cancel (and leave errors in) what the others get.
 	r = r.WithContext(context.WithoutCancel(r.Context()))
-	if _, err := c.call(r, s, "GET", "/v1/diagnose/broker", nil, &d.Broker); err != nil {
+	var brokers []diagnose.BrokerDiagnosis
+	if _, err := c.call(r, s, "GET", "/v1/brokers", nil, &brokers); err != nil {
 		d.BrokerErr = err.Error()
+	}
+	for i, b := range brokers {
+		if i == 0 {
+			d.Broker = b
+		}
+		row := brokerRow{BrokerDiagnosis: b}
+		oc.rates(&row)
+		d.Brokers = append(d.Brokers, row)
 	}
 	var topics struct{ Total int }
 	c.call(r, s, "GET", "/v1/topics?limit=1", nil, &topics)

@@ -41,6 +41,16 @@ var funcs = template.FuncMap{
 	"add64":  func(a, b int64) int64 { return a + b },
 	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
 	"list":   func(xs ...string) []string { return xs },
+	"rate": func(x float64) string {
+		switch {
+		case x >= 1e6:
+			return strconv.FormatFloat(x/1e6, 'f', 2, 64) + " M/s"
+		case x >= 1e3:
+			return strconv.FormatFloat(x/1e3, 'f', 1, 64) + " k/s"
+		}
+		return strconv.FormatFloat(x, 'f', 1, 64) + " /s"
+	},
+	"mbps": func(x float64) string { return strconv.FormatFloat(x/(1<<20), 'f', 1, 64) + " MiB/s" },
 }
 
 const pageSize = 50

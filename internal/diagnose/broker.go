@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/lag"
 )
@@ -23,6 +24,15 @@ type BrokerFacts struct {
 	// Memory: resident bytes and the budget (0: unknown).
 	RSSBytes    int64 `json:"rss_bytes"`
 	BudgetBytes int64 `json:"budget_bytes"`
+	// Partitions is how many partitions this broker leads.
+	Partitions int `json:"partitions"`
+	// Traffic since the broker started (rates are differences of two
+	// answers over their At).
+	ProducedRecords int64     `json:"produced_records"`
+	ProducedBytes   int64     `json:"produced_bytes"`
+	FetchedRecords  int64     `json:"fetched_records"`
+	FetchedBytes    int64     `json:"fetched_bytes"`
+	At              time.Time `json:"at"`
 }
 
 // Facts gathers BrokerFacts.

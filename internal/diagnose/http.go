@@ -1,8 +1,10 @@
 package diagnose
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +18,7 @@ const MaxSample = time.Minute
 //
 //	GET /v1/diagnose/group/{group}?sample=5s&peak_rate=N
 //	GET /v1/diagnose/broker
+//	GET /v1/brokers
 //
 // A group is diagnosed by its coordinator: with peers (cluster mode) a
 // broker that does not coordinate the group passes the request on.
@@ -27,6 +30,25 @@ func (d *Diagnoser) Handler(peers *adminapi.Peers) http.Handler {
 			groups = nil // loading: the groups finding says 0
 		}
 		adminapi.JSON(w, http.StatusOK, Broker(d.facts.BrokerFacts(), groups))
+	})
+	// Every broker's diagnosis, this one first: in cluster mode the others
+	// are asked through peers; one that does not answer is left out.
+	mux.HandleFunc("GET /v1/brokers", func(w http.ResponseWriter, r *http.Request) {
+		groups, err := d.reports.Report("", false)
+		if err != nil {
+			groups = nil
+		}
+		out := []BrokerDiagnosis{Broker(d.facts.BrokerFacts(), groups)}
+		if r.URL.Query().Get(adminapi.Local) == "" {
+			for _, addr := range peers.Others(r.Context()) {
+				var theirs BrokerDiagnosis
+				if err := peers.Get(r, addr, "/v1/diagnose/broker", nil, &theirs); err == nil {
+					out = append(out, theirs)
+				}
+			}
+		}
+		slices.SortFunc(out[1:], func(a, b BrokerDiagnosis) int { return cmp.Compare(a.Facts.NodeID, b.Facts.NodeID) })
+		adminapi.JSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /v1/diagnose/group/{group}", func(w http.ResponseWriter, r *http.Request) {
 		o := Options{Sample: 5 * time.Second}

@@ -57,6 +57,10 @@ type Metrics struct {
 
 	att attribution
 
+	// totals are the broker-wide traffic (Totals), counted whatever
+	// PerTopic says.
+	totals struct{ producedRecords, producedBytes, fetchedRecords, fetchedBytes atomic.Int64 }
+
 	rbMu       sync.Mutex
 	rebalances map[string]int64
 
@@ -93,12 +97,26 @@ func (m *Metrics) Register(reg prometheus.Registerer) {
 
 // Produced counts records appended to p (kafka.Traffic).
 func (m *Metrics) Produced(p *log.Partition, records, bytes int) {
+	m.totals.producedRecords.Add(int64(records))
+	m.totals.producedBytes.Add(int64(bytes))
 	if !m.cfg.PerTopic {
 		return
 	}
 	t := p.Traffic()
 	t.ProducedRecords.Add(int64(records))
 	t.ProducedBytes.Add(int64(bytes))
+}
+
+// Totals are the records and bytes this broker has taken in by Produce
+// and answered by Fetch since it started.
+type Totals struct {
+	ProducedRecords, ProducedBytes, FetchedRecords, FetchedBytes int64
+}
+
+// Totals returns the broker-wide traffic so far (the console's rates).
+func (m *Metrics) Totals() Totals {
+	return Totals{ProducedRecords: m.totals.producedRecords.Load(), ProducedBytes: m.totals.producedBytes.Load(),
+		FetchedRecords: m.totals.fetchedRecords.Load(), FetchedBytes: m.totals.fetchedBytes.Load()}
 }
 
 // ProduceDone times an answered Produce (kafka.Traffic).
@@ -135,6 +153,10 @@ func (m *Metrics) ProduceErrors(resp *kmsg.ProduceResponse) {
 // Fetched counts the records a Fetch answered (kafka.Traffic), for their
 // partitions and, when the client's group is known, for the group.
 func (m *Metrics) Fetched(c kafka.Client, parts []kafka.FetchedPartition) {
+	for _, fp := range parts {
+		m.totals.fetchedRecords.Add(int64(fp.Records))
+		m.totals.fetchedBytes.Add(int64(fp.Bytes))
+	}
 	if !m.cfg.PerTopic {
 		return
 	}

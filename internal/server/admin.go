@@ -95,6 +95,7 @@ func (s *Server) startAdmin(addr string, r adminRoutes) error {
 	mux.Handle("GET /v1/lag/{group}", group(lags))
 	diag := diagnose.New(r.lags, lagLog{r.engine}, r.facts).Handler(peers)
 	mux.Handle("GET /v1/diagnose/broker", describeCluster(diag))
+	mux.Handle("GET /v1/brokers", describeCluster(diag))
 	mux.Handle("GET /v1/diagnose/group/{group}", group(diag))
 	lin := r.lineage.Handler()
 	mux.Handle("GET /v1/lineage", describeCluster(lin))

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/lineage"
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/sluice-mq/sluice/internal/observe"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -279,17 +280,31 @@ func (l lagLog) Decode(ctx context.Context, topic string, partition int32, b []b
 
 // brokerFacts tells diagnose about this broker.
 type brokerFacts struct {
-	node   int32
-	e      *log.Engine
-	budget int64
+	node    int32
+	e       *log.Engine
+	budget  int64
+	traffic *observe.Metrics
+	leads   func(topic string, partition int32) bool
 }
 
 func (f brokerFacts) BrokerFacts() diagnose.BrokerFacts {
 	sp := f.e.Space()
 	segs, bytes, limit := f.e.RollBacklog()
-	return diagnose.BrokerFacts{NodeID: f.node, FreeBytes: sp.FreeBytes, MinFreeBytes: sp.MinFreeBytes, Refusing: sp.Refusing,
+	facts := diagnose.BrokerFacts{NodeID: f.node, FreeBytes: sp.FreeBytes, MinFreeBytes: sp.MinFreeBytes, Refusing: sp.Refusing,
 		RefusedProduce: sp.Refused, RefusedInternal: sp.RefusedInternal, RollSegments: segs, RollBytes: bytes, RollSegmentLimit: limit,
-		RSSBytes: residentBytes(), BudgetBytes: f.budget}
+		RSSBytes: residentBytes(), BudgetBytes: f.budget, At: time.Now()}
+	if f.traffic != nil {
+		t := f.traffic.Totals()
+		facts.ProducedRecords, facts.ProducedBytes, facts.FetchedRecords, facts.FetchedBytes = t.ProducedRecords, t.ProducedBytes, t.FetchedRecords, t.FetchedBytes
+	}
+	f.e.EachTopic(func(t log.TopicPartitions) {
+		for i := range t.Partitions {
+			if f.leads == nil || f.leads(t.Name, int32(i)) {
+				facts.Partitions++
+			}
+		}
+	})
+	return facts
 }
 
 // residentBytes is this process's resident set (VmRSS), 0 if unknown.

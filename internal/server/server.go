@@ -487,7 +487,10 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	}
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
-			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
+			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget, traffic: traffic, leads: func(topic string, p int32) bool {
+				node, _, ok := b.Leader(topic, p)
+				return ok && node == cfg.NodeID
+			}}, guard: guard,
 			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
 			replay:   replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts),
 			security: security.New(creds, authz, quotas, guard)}); err != nil {

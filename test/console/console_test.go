@@ -235,6 +235,28 @@ func TestConsole(t *testing.T) {
 	if g := text(t, ctx, "#groups"); !strings.Contains(g, "web-readers") {
 		t.Fatalf("overview groups:\n%s", g)
 	}
+	// The brokers table: this broker leads the partitions, and once two
+	// samples are apart its produce rate shows what was produced between
+	// them.
+	if b := text(t, ctx, "#brokers"); !strings.Contains(b, "ok") && !strings.Contains(b, "warning") {
+		t.Fatalf("overview brokers:\n%s", b)
+	}
+	testbroker.Eventually(t, time.Minute, "the overview shows a produce rate", func() error {
+		burst := make([]*kgo.Record, 100)
+		for i := range burst {
+			burst[i] = &kgo.Record{Topic: "web-orders", Value: []byte("rate")}
+		}
+		if err := cl.ProduceSync(rctx, burst...).FirstErr(); err != nil {
+			return err
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.CSS("#brokers"))); err != nil {
+			return err
+		}
+		if r := text(t, ctx, "#brokers .produce-rate"); r == "measuring" || strings.HasPrefix(r, "0.0 /s") {
+			return fmt.Errorf("produce rate %q", r)
+		}
+		return nil
+	})
 	screenshot(t, ctx, "overview")
 	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"lineage"), chromedp.WaitVisible(chromedp.CSS("#lineage"))); err != nil {
 		t.Fatal(err)

@@ -92,4 +92,27 @@ func TestLagCluster(t *testing.T) {
 			t.Fatalf("broker %d diagnosing g0: %+v %v", b, d, err)
 		}
 	}
+	// Every broker lists every broker (itself first), and between them
+	// they lead every partition and took the 30 records.
+	for b := range c.Len() {
+		resp, err := http.Get("http://" + c.AdminAddr(b) + "/v1/brokers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var brokers []diagnose.BrokerDiagnosis
+		err = json.NewDecoder(resp.Body).Decode(&brokers)
+		resp.Body.Close()
+		if err != nil || len(brokers) != c.Len() {
+			t.Fatalf("broker %d lists %d brokers: %+v %v", b, len(brokers), brokers, err)
+		}
+		seen, led, produced := map[int32]bool{}, 0, int64(0)
+		for _, d := range brokers {
+			seen[d.Facts.NodeID] = true
+			led += d.Facts.Partitions
+			produced += d.Facts.ProducedRecords
+		}
+		if len(seen) != c.Len() || produced < 30 || led < 3 {
+			t.Fatalf("broker %d: nodes %v, %d partitions led, %d records produced", b, seen, led, produced)
+		}
+	}
 }
