@@ -48,6 +48,7 @@ type Consumer struct {
 	parts   map[tp]*tracker
 	keys    map[tp]*lanes // by main topic partition
 	scanned map[tp]bool   // main topic partitions whose retry partition was read
+	touched []*keyState   // dispatch's buffer: the lanes of one fetch
 
 	// ExactlyOnce only, guarded by mu: records set aside until due, the
 	// retry-topic offsets done markers name (from the scan, by retry
@@ -322,33 +323,49 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		tr = newTracker()
 		c.parts[k] = tr
 	}
-	// One pass over the records, handing them to the tracker and to their
-	// lanes together: the records are touched once. The tracker's lock is
-	// held through it (lock order: c.mu, then the tracker's).
+	// The tracker first (lock order: c.mu, then the tracker's), in one
+	// go: its lock is not held while the lanes are handed their records.
 	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	recs := tr.skipOldLocked(fp.Records, fp.HighWatermark)
 	seq := tr.base + int64(len(tr.offs))
 	tr.offs = slices.Grow(tr.offs, len(recs))
-	tr.done = slices.Grow(tr.done, len(recs))
+	for _, r := range recs {
+		tr.offs = append(tr.offs, r.Offset)
+	}
+	tr.done = append(tr.done, make([]bool, len(recs))...)
+	tr.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
+	// Each lane gets one segment of this fetch: its records are chained
+	// through b.next, one int32 per record.
+	b := &fetchBatch{recs: recs, next: make([]int32, len(recs)), tr: tr, seq0: seq, retry: retry}
 	ls := c.lanesLocked(main, fp.Partition)
+	touched := c.touched[:0]
 	for i, r := range recs {
-		tr.offs = append(tr.offs, r.Offset)
-		tr.done = append(tr.done, false)
-		it := item{rec: r, tr: tr, retry: retry, seq: seq + int64(i), counted: !retry}
-		if retry {
-			info, err := DecodeRetryInfo(r)
-			it.info = &itemInfo{info, err}
-		}
+		i := int32(i)
+		b.next[i] = -1
 		ks := ls.lane(main, fp.Partition, r.Key)
-		ks.queue = append(ks.queue, it)
+		if ks.tag != b {
+			ks.tag = b
+			ks.queue = append(ks.queue, segment{b, i})
+			touched = append(touched, ks)
+		} else {
+			b.next[ks.tail] = i
+		}
+		ks.tail = i
+	}
+	for _, ks := range touched {
+		ks.tag = nil
 		if !ks.running {
 			c.startLocked(work, ks)
 		}
 	}
+	clear(touched)
+	c.touched = touched[:0]
 }
 
 // startLocked starts the lane's goroutine. c.mu is held.
@@ -521,10 +538,15 @@ func (c *Consumer) drop(parts map[string][]int32) {
 			if ks.cancel != nil {
 				ks.cancel() // a handler or a wait in progress stops; its record is not finished
 			}
-			for i := range ks.queue {
-				c.release(&ks.queue[i])
+			for _, sg := range ks.queue {
+				if !sg.b.retry {
+					c.released(sg.b.count(sg.head))
+				}
 			}
-			ks.queue = nil
+			for i := range ks.front {
+				c.release(&ks.front[i])
+			}
+			ks.queue, ks.front = nil, nil
 		}
 		delete(c.keys, k)
 	}
