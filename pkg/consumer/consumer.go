@@ -280,10 +280,13 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 	}()
 	defer func() { <-commitDone }()
 	for {
-		// Backpressure: wait until half of MaxBuffered is finished. Main
-		// records never wait on a fetch to finish (a held key's are parked,
-		// not held), so this cannot deadlock.
-		for c.buffered.Load() >= int64(c.cfg.maxBuffered) {
+		// Backpressure: poll only when at most half of MaxBuffered is
+		// unfinished, so each poll takes at least half of it. Polling
+		// whenever below MaxBuffered made polls of a few hundred records
+		// as lanes finished them, each waking up to every lane for a few
+		// records. Main records never wait on a fetch to finish (a held
+		// key's are parked, not held), so this cannot deadlock.
+		for c.buffered.Load() > int64(c.cfg.maxBuffered/2) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
