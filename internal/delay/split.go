@@ -34,7 +34,10 @@ type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 // A bad header refuses the whole payload with *batch.RecordErrors (every
 // bad record by index). A transactional batch is split alike; its held
 // records become pending when the transaction commits (txn.go).
-func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder) (kept []byte, hs []held, err error) {
+//
+// Entry values are allocated from a (freed by the caller once they are
+// copied into the store batch).
+func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder, a *arena) (kept []byte, hs []held, err error) {
 	var rerrs batch.RecordErrors
 	var out [][]byte
 	anyHeld := false
@@ -62,7 +65,7 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.
 				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(make([]byte, 0, entryLen(&e)), &e)})
+				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(a.alloc(entryLen(&e)), &e)})
 			default:
 				keep = append(keep, *r)
 			}
