@@ -320,11 +320,7 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 		if err != nil {
 			return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
 		}
-		es := make([]*entry, len(hs))
-		for i := range hs {
-			es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
-		}
-		sp.add(t, es)
+		sp.addHeld(t, hs, bases, sres.BaseOffset)
 		s.m.held.Add(float64(len(hs)))
 		last = sres.BaseOffset + int64(len(hs)) - 1
 	}

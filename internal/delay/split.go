@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,6 +63,9 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 			case derr != nil:
 				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta, Message: derr.Error()})
 			case later:
+				if hs == nil {
+					hs = make([]held, 0, recordCount(payload)+len(x.Records)-i)
+				}
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.
 				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
@@ -96,4 +100,19 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 		kept = append(kept, b...)
 	}
 	return kept, hs, nil
+}
+
+// recordCount is the number of records the batches of a validated payload
+// say they hold: hs is sized once, not grown record by record.
+func recordCount(payload []byte) int {
+	n := 0
+	for len(payload) >= batch.HeaderSize {
+		size, err := batch.Size(payload)
+		if err != nil || size > len(payload) {
+			break
+		}
+		n += int(binary.BigEndian.Uint32(payload[batch.OffRecordCount:]))
+		payload = payload[size:]
+	}
+	return n
 }
