@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -398,6 +399,26 @@ type lanes struct {
 	byKey map[string]*keyState
 	null  *keyState
 	m     *topicMetrics // nil without Metrics
+	// recent caches lanes by a cheap hash of the key (keyHash): a hit
+	// costs a word load and a compare instead of the map's hash of the
+	// whole key, and a partition's records usually come from few keys.
+	recent [64]*keyState
+}
+
+// keyHash is a cheap hash of a key (its length and last eight bytes) for
+// lanes.recent; collisions only cost a map lookup.
+func keyHash(k []byte) uint {
+	n := len(k)
+	var x uint64
+	if n >= 8 {
+		x = binary.LittleEndian.Uint64(k[n-8:])
+	} else {
+		for _, c := range k {
+			x = x<<8 | uint64(c)
+		}
+	}
+	x = (x ^ uint64(n)) * 0x9E3779B97F4A7C15
+	return uint(x >> 58)
 }
 
 // lanesLocked returns the lanes of a main topic partition, creating them.
@@ -427,11 +448,16 @@ func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 		}
 		return ls.null
 	}
-	if ks := ls.byKey[string(key)]; ks != nil { // no allocation for the lookup
+	h := keyHash(key)
+	if ks := ls.recent[h]; ks != nil && ks.id.key == string(key) {
 		return ks
 	}
-	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
-	ls.byKey[ks.id.key] = ks
+	ks := ls.byKey[string(key)] // no allocation for the lookup
+	if ks == nil {
+		ks = &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
+		ls.byKey[ks.id.key] = ks
+	}
+	ls.recent[h] = ks
 	return ks
 }
 
@@ -455,6 +481,9 @@ func (c *Consumer) sweepLocked() {
 		for k, ks := range ls.byKey {
 			if old(ks) {
 				delete(ls.byKey, k)
+				if h := keyHash([]byte(k)); ls.recent[h] == ks {
+					ls.recent[h] = nil
+				}
 			}
 		}
 		if ls.null != nil && old(ls.null) {
