@@ -3,9 +3,9 @@ package delay
 import (
 	"context"
 	"encoding/binary"
-	mrand "math/rand/v2"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
