@@ -37,4 +37,4 @@ bench: test-deps
 # Screenshots of the web console's pages (docs/images/), taken by the
 # console's browser test in headless chromium.
 screenshots: test-deps
-	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./test/console/ -run 'TestConsole$$' -count=1
+	SLUICE_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test ./test/console/ -run 'TestConsole' -count=1

@@ -86,6 +86,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"lineage-enabled", "lineage.enabled", "record who produces to and consumes which topics (true/false)"},
 	{"lineage-flush-interval", "lineage.flush_interval", "how often observed producer/consumer relations are written to the metadata store"},
 	{"topic-name-pattern", "governance.topic_name_pattern", "regular expression every new topic name must match (e.g. ^[a-z][a-z0-9-]*\\.[a-z][a-z0-9-]*\\.v[0-9]+$; empty: any)"},
+	{"schema-required", "governance.schema_required", "regular expressions, comma-separated, of topic names whose value validation (sluice.value.schema.validation) defaults to true, e.g. ^payments\\. (patterns with a comma: use the config file)"},
 	{"log-level", "log_level", "debug, info, warn, error"},
 	{"log-format", "log_format", "text or json"},
 	{"gc-percent", "gc_percent", "Go GC target percent, as GOGC (default 400; 0: the runtime's); higher uses more memory for fewer collections"},

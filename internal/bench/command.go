@@ -116,6 +116,8 @@ kfake runs inside the driver, so its CPU is in the client figure.`,
 	f.Float64Var(&cfg.RateMBps, "rate", cfg.RateMBps, "target produce rate in MB/s over all producers (0: as fast as possible)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the whole run after this long")
 	f.DurationVar(&cfg.ConsumeTimeout, "consume-idle-timeout", cfg.ConsumeTimeout, "give up consuming after this long without a record")
+	f.StringToStringVar(&cfg.TopicConfigs, "topic-config", nil, "configs of the topics the run creates, k=v,k=v (e.g. sluice.value.schema.validation=true)")
+	f.BytesHexVar(&cfg.ValuePrefix, "value-prefix", nil, "hex bytes every value starts with, within --size (e.g. 0000000001: the schema registry's wire header for id 1)")
 	f.BoolVar(&cfg.ProduceOnly, "produce-only", cfg.ProduceOnly, "produce, then stop: no consume phase (for profiling the write path)")
 	f.BoolVar(&cfg.JSON, "json", cfg.JSON, "print the result as JSON")
 	f.StringVar(&cfg.DiskBWDir, "disk-bw", cfg.DiskBWDir, "also measure direct-write bandwidth of the disk holding this directory")

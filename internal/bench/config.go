@@ -21,35 +21,37 @@ const (
 
 // Config is one bench run. Field comments name the command-line flag.
 type Config struct {
-	Brokers        []string      // --brokers
-	Target         string        // --target: "brokers", "kfake" or "kfake-process"
-	Compare        bool          // --compare: run against Brokers, then both kfakes, and report ratios
-	Topic          string        // --topic; empty: bench-<unix nanos>, created and deleted
-	Topics         int           // --topics: with N > 1 the workload spreads over <topic>-0 .. <topic>-(N-1)
-	KeepTopic      bool          // --keep-topic
-	Records        int64         // --records
-	Size           int           // --size, bytes per record value
-	Values         string        // --values: random (incompressible) or text (JSON-like, compressible)
-	Partitions     int32         // --partitions
-	Partitioner    string        // --partitioner: sticky (kgo's default for keyless records) or random (a random partition per record)
-	Replication    int16         // --replication; -1 is the broker default
-	Acks           string        // --acks: all, 1 or 0
-	Idempotent     bool          // --idempotent; kgo allows it only with acks=all, so other acks turn it off
-	Compression    string        // --compression: none, gzip, snappy, lz4, zstd
-	Producers      int           // --producers, one kgo client each
-	Linger         time.Duration // --linger
-	MaxInflight    int           // --max-inflight; 0 keeps the client default
-	BatchMaxBytes  int32         // --batch-max-bytes; 0 keeps the client default
-	MaxBuffered    int           // --max-buffered-records; 0 keeps the client default
-	RateMBps       float64       // --rate, MB/s over all producers; 0 is unlimited
-	Timeout        time.Duration // --timeout for the whole run
-	ConsumeTimeout time.Duration // --consume-idle-timeout: give up after this long with no progress
-	ProduceOnly    bool          // --produce-only: skip the consume phase
-	JSON           bool          // --json
-	DiskBWDir      string        // --disk-bw
-	DiskBWBytes    int64         // --disk-bw-size
-	ServerPID      int           // --server-pid: the broker's PID on this machine, for its CPU time
-	Delay          time.Duration // --delay: every record asks the broker to hold it this long (sluice-delay-ms); the consume phase is skipped
+	Brokers        []string          // --brokers
+	Target         string            // --target: "brokers", "kfake" or "kfake-process"
+	Compare        bool              // --compare: run against Brokers, then both kfakes, and report ratios
+	Topic          string            // --topic; empty: bench-<unix nanos>, created and deleted
+	Topics         int               // --topics: with N > 1 the workload spreads over <topic>-0 .. <topic>-(N-1)
+	KeepTopic      bool              // --keep-topic
+	Records        int64             // --records
+	Size           int               // --size, bytes per record value
+	Values         string            // --values: random (incompressible) or text (JSON-like, compressible)
+	Partitions     int32             // --partitions
+	Partitioner    string            // --partitioner: sticky (kgo's default for keyless records) or random (a random partition per record)
+	Replication    int16             // --replication; -1 is the broker default
+	Acks           string            // --acks: all, 1 or 0
+	Idempotent     bool              // --idempotent; kgo allows it only with acks=all, so other acks turn it off
+	Compression    string            // --compression: none, gzip, snappy, lz4, zstd
+	Producers      int               // --producers, one kgo client each
+	Linger         time.Duration     // --linger
+	MaxInflight    int               // --max-inflight; 0 keeps the client default
+	BatchMaxBytes  int32             // --batch-max-bytes; 0 keeps the client default
+	MaxBuffered    int               // --max-buffered-records; 0 keeps the client default
+	RateMBps       float64           // --rate, MB/s over all producers; 0 is unlimited
+	Timeout        time.Duration     // --timeout for the whole run
+	ConsumeTimeout time.Duration     // --consume-idle-timeout: give up after this long with no progress
+	ProduceOnly    bool              // --produce-only: skip the consume phase
+	JSON           bool              // --json
+	DiskBWDir      string            // --disk-bw
+	DiskBWBytes    int64             // --disk-bw-size
+	ServerPID      int               // --server-pid: the broker's PID on this machine, for its CPU time
+	Delay          time.Duration     // --delay: every record asks the broker to hold it this long (sluice-delay-ms); the consume phase is skipped
+	TopicConfigs   map[string]string // --topic-config: configs of the topics the run creates
+	ValuePrefix    []byte            // --value-prefix: bytes every value starts with (within --size)
 
 	// KfakeCommand starts the child-process kfake; nil runs this binary's
 	// `bench serve-kfake`.
@@ -98,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.Size < 0 {
 		return bad("--size %d: want >= 0", c.Size)
+	}
+	if len(c.ValuePrefix) > c.Size {
+		return bad("--value-prefix of %d bytes: longer than --size %d", len(c.ValuePrefix), c.Size)
 	}
 	if c.Values != "" && c.Values != ValuesRandom && c.Values != ValuesText {
 		return bad("--values %q: want %s or %s", c.Values, ValuesRandom, ValuesText)

@@ -44,7 +44,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) (*Result, error) 
 		return res, nil
 	}
 
-	pool := newValuePool(cfg.Size, uint64(time.Now().UnixNano()), cfg.Values)
+	pool := newValuePool(cfg.Size, uint64(time.Now().UnixNano()), cfg.Values).withPrefix(cfg.ValuePrefix)
 	targets := []string{cfg.Target}
 	if cfg.Compare {
 		targets = append(targets, TargetKfake, TargetKfakeProcess)
@@ -162,7 +162,7 @@ func runWorkload(ctx context.Context, cfg Config, target string, brokers []strin
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 
-	created, err := createTopics(ctx, adm, topics, cfg.Partitions, cfg.Replication, logger)
+	created, err := createTopics(ctx, adm, topics, cfg.Partitions, cfg.Replication, cfg.TopicConfigs, logger)
 	// A kfake is thrown away with its topics (and deleting 20,000
 	// partitions from one takes it longer than the run).
 	if len(created) > 0 && !cfg.KeepTopic && target == TargetBrokers {
@@ -247,11 +247,18 @@ const topicsPerRequest = 1000
 // createTopics creates topics, a chunk of them per request, and finds those
 // already there. It returns the ones this run created, also on error, so
 // that the caller can delete them.
-func createTopics(ctx context.Context, adm *kadm.Client, topics []string, partitions int32, rf int16, logger *slog.Logger) ([]string, error) {
+func createTopics(ctx context.Context, adm *kadm.Client, topics []string, partitions int32, rf int16, configs map[string]string, logger *slog.Logger) ([]string, error) {
+	var cfgs map[string]*string
+	for k, v := range configs {
+		if cfgs == nil {
+			cfgs = map[string]*string{}
+		}
+		cfgs[k] = kadm.StringPtr(v)
+	}
 	var created []string
 	for chunk := range slices.Chunk(topics, topicsPerRequest) {
 		t0 := time.Now()
-		resps, err := adm.CreateTopics(ctx, partitions, rf, nil, chunk...)
+		resps, err := adm.CreateTopics(ctx, partitions, rf, cfgs, chunk...)
 		if err != nil {
 			return created, fmt.Errorf("bench: create %d topics from %s: %w", len(chunk), chunk[0], err)
 		}

@@ -21,9 +21,25 @@ const valuePoolBytes = 16 << 20
 // read-only windows into one random buffer shared by all producers; kgo does
 // not write to record values.
 type valuePool struct {
-	buf  []byte
-	size int
-	span uint64 // number of distinct start offsets
+	buf    []byte
+	size   int
+	span   uint64 // number of distinct start offsets
+	stride bool   // values start at multiples of size (withPrefix)
+}
+
+// withPrefix makes every value start with prefix (--value-prefix: e.g. the
+// schema registry's wire header, so that a validating topic takes the
+// records), the rest random: values are cut at multiples of the size,
+// each stamped with the prefix.
+func (p *valuePool) withPrefix(prefix []byte) *valuePool {
+	if len(prefix) == 0 || p.size == 0 {
+		return p
+	}
+	p.stride, p.span = true, uint64(len(p.buf)/p.size)
+	for off := 0; off+p.size <= len(p.buf); off += p.size {
+		copy(p.buf[off:off+p.size], prefix)
+	}
+	return p
 }
 
 func newValuePool(size int, seed uint64, kind string) *valuePool {
@@ -41,6 +57,9 @@ func newValuePool(size int, seed uint64, kind string) *valuePool {
 // hash so consecutive records differ.
 func (p *valuePool) value(i uint64) []byte {
 	off := int((i * 0x9E3779B97F4A7C15 >> 11) % p.span)
+	if p.stride {
+		off *= p.size
+	}
 	return p.buf[off : off+p.size : off+p.size]
 }
 

@@ -35,3 +35,19 @@ func BenchmarkValuePool(b *testing.B) {
 	}
 	_ = n
 }
+
+func TestValuePoolPrefix(t *testing.T) {
+	prefix := []byte{0, 0, 0, 0, 7}
+	p := newValuePool(100, 3, ValuesRandom).withPrefix(prefix)
+	seen := map[string]bool{}
+	for i := range uint64(1000) {
+		v := p.value(i)
+		if len(v) != 100 || string(v[:5]) != string(prefix) {
+			t.Fatalf("value %d: %d bytes starting %x", i, len(v), v[:5])
+		}
+		seen[string(v)] = true
+	}
+	if len(seen) < 900 {
+		t.Fatalf("only %d distinct values of 1000", len(seen))
+	}
+}

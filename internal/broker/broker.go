@@ -50,6 +50,10 @@ type Config struct {
 	// others are refused with ErrPolicy (POLICY_VIOLATION). Internal
 	// topics are exempt.
 	TopicNamePattern *regexp.Regexp
+	// SchemaRequired reports whether a topic's name falls under
+	// governance.schema_required (its sluice.value.schema.validation
+	// defaults to true; internal/schemacheck enforces it); nil: none does.
+	SchemaRequired func(topic string) bool
 }
 
 // Broker is one node's view of the cluster.

@@ -305,6 +305,20 @@ func (b *Broker) TopicDefaults() map[string]string {
 	return b.topicDefaults
 }
 
+// TopicDefaultsFor are TopicDefaults as they apply to topic: under
+// governance.schema_required its sluice.value.schema.validation defaults
+// to true (what DescribeConfigs reports when the topic sets none).
+func (b *Broker) TopicDefaultsFor(topic string) map[string]string {
+	d := b.TopicDefaults()
+	if b.cfg.SchemaRequired == nil || !b.cfg.SchemaRequired(topic) {
+		return d
+	}
+	out := make(map[string]string, len(d)+1)
+	maps.Copy(out, d)
+	out["sluice.value.schema.validation"] = "true"
+	return out
+}
+
 // TopicDefaultSource says where the broker-level default of a topic config
 // comes from, or SourceDefault when nothing overrides the built-in value.
 func (b *Broker) TopicDefaultSource(topicKey string) Source {

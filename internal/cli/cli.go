@@ -43,7 +43,7 @@ func Commands() []*cobra.Command {
 			"comma-separated seed brokers (env "+BrokersEnv+" when the flag is not set)")
 		addSecurityFlags(c)
 	}
-	return append(cmds, delayCommand(), lagCommand(), diagnoseCommand(), lineageCommand(), traceCommand())
+	return append(cmds, delayCommand(), lagCommand(), diagnoseCommand(), lineageCommand(), traceCommand(), schemaCommand())
 }
 
 // seedBrokers resolves the broker list: the flag when given, then the

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"cmp"
-	"context"
+	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,12 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/internal/deadletter"
 	"github.com/sluice-mq/sluice/pkg/consumer"
 )
-
-// ReplayedSuffix names the compacted topic that records which dead letters
-// were replayed: "<dlq topic>.replayed", keyed by "<partition>/<offset>".
-const ReplayedSuffix = ".replayed"
 
 func dlqCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -61,9 +56,10 @@ records of each partition.`,
 				if !strings.HasSuffix(td.Topic, consumer.DLQSuffix) {
 					continue
 				}
-				start, end, err := offsetsOf(cmd.Context(), adm, td.Topic)
+				rd := dlqReader(cl)
+				start, end, err := rd.Offsets(cmd.Context(), adm, td.Topic)
 				if err != nil {
-					return err
+					return cliErr(err)
 				}
 				var n int64
 				from := map[int32]int64{}
@@ -71,11 +67,12 @@ records of each partition.`,
 					n += e - start[p]
 					from[p] = max(start[p], e-int64(scan))
 				}
-				recs, err := readRange(cmd.Context(), cl, td.Topic, from, end)
+				var recs []*kgo.Record
+				err = rd.Range(cmd.Context(), td.Topic, from, end, func(r *kgo.Record) error { recs = append(recs, r); return nil })
 				if err != nil {
 					return err
 				}
-				replayed, err := readReplayed(cmd.Context(), cl, td.Topic)
+				replayed, err := rd.Replayed(cmd.Context(), adm, td.Topic)
 				if err != nil {
 					return err
 				}
@@ -111,7 +108,8 @@ func topErrors(recs []*kgo.Record, n int) string {
 	return strings.Join(parts, "; ")
 }
 
-// dlqFilter selects dead letters for show and replay.
+// dlqFilter selects dead letters for show and replay (flags for a
+// deadletter.Selection).
 type dlqFilter struct {
 	partition  int32
 	fromOffset int64
@@ -119,11 +117,9 @@ type dlqFilter struct {
 	since      string
 	until      string
 	key        string
-	hasKey     bool
 	errorMatch string
 
-	sinceMs, untilMs int64
-	re               *regexp.Regexp
+	sel deadletter.Selection
 }
 
 func (f *dlqFilter) flags(cmd *cobra.Command) {
@@ -138,13 +134,22 @@ func (f *dlqFilter) flags(cmd *cobra.Command) {
 }
 
 func (f *dlqFilter) prepare(cmd *cobra.Command) error {
-	f.hasKey = cmd.Flags().Changed("key")
+	f.sel = deadletter.Selection{FromOffset: f.fromOffset, ErrorMatch: f.errorMatch}
+	if cmd.Flags().Changed("key") {
+		f.sel.Key = &f.key
+	}
+	if f.partition >= 0 {
+		f.sel.Partition = &f.partition
+	}
+	if f.toOffset >= 0 {
+		f.sel.ToOffset = &f.toOffset
+	}
 	now := time.Now()
 	for _, x := range []struct {
 		flag string
 		s    string
 		dst  *int64
-	}{{"since", f.since, &f.sinceMs}, {"until", f.until, &f.untilMs}} {
+	}{{"since", f.since, &f.sel.SinceMs}, {"until", f.until, &f.sel.UntilMs}} {
 		if x.s == "" {
 			continue
 		}
@@ -154,81 +159,28 @@ func (f *dlqFilter) prepare(cmd *cobra.Command) error {
 		}
 		*x.dst = spec.n
 	}
-	if f.errorMatch != "" {
-		re, err := regexp.Compile(f.errorMatch)
-		if err != nil {
-			return fmt.Errorf("%w: --error-match: %v", ErrBadFlag, err)
-		}
-		f.re = re
-	}
-	if f.fromOffset < 0 || (f.toOffset >= 0 && f.toOffset < f.fromOffset) {
-		return fmt.Errorf("%w: --from-offset %d, --to-offset %d", ErrBadFlag, f.fromOffset, f.toOffset)
+	if err := f.sel.Prepare(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadFlag, err)
 	}
 	return nil
 }
 
-// dieTime is when a record went to the dead-letter topic: its header, or
-// the record's timestamp.
-func dieTime(r *kgo.Record) int64 {
-	if v, ok := consumer.HeaderValue(r, consumer.HeaderDeadAt); ok {
-		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return ms
-		}
-	}
-	return r.Timestamp.UnixMilli()
+// dlqReader reads dead letters through cl's options.
+func dlqReader(cl *kgo.Client) deadletter.Reader {
+	return deadletter.Reader{Opts: cl.Opts()}
 }
 
-func (f *dlqFilter) match(r *kgo.Record) bool {
-	if f.hasKey && string(r.Key) != f.key {
-		return false
+// cliErr maps the dead-letter package's errors onto the CLI's.
+func cliErr(err error) error {
+	switch {
+	case errors.Is(err, deadletter.ErrUnknownTopic):
+		return fmt.Errorf("%w (%v)", ErrUnknownTopic, err)
+	case errors.Is(err, deadletter.ErrUnknownPartition):
+		return fmt.Errorf("%w (%v)", ErrUnknownPartition, err)
+	case errors.Is(err, deadletter.ErrNoOriginal):
+		return fmt.Errorf("%v: give --to", err)
 	}
-	t := dieTime(r)
-	if (f.sinceMs > 0 && t < f.sinceMs) || (f.untilMs > 0 && t >= f.untilMs) {
-		return false
-	}
-	if f.re != nil {
-		e, _ := consumer.HeaderValue(r, consumer.HeaderError)
-		if !f.re.MatchString(e) {
-			return false
-		}
-	}
-	return true
-}
-
-// selectDead reads the dead letters the filter selects, in partition and
-// offset order.
-func selectDead(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, f *dlqFilter) ([]*kgo.Record, error) {
-	start, end, err := offsetsOf(ctx, adm, topic)
-	if err != nil {
-		return nil, err
-	}
-	if f.partition >= 0 {
-		if _, ok := end[f.partition]; !ok {
-			return nil, fmt.Errorf("%w %d of %q", ErrUnknownPartition, f.partition, topic)
-		}
-	}
-	from, to := map[int32]int64{}, map[int32]int64{}
-	for p := range end {
-		if f.partition >= 0 && p != f.partition {
-			continue
-		}
-		from[p] = max(start[p], f.fromOffset)
-		to[p] = end[p]
-		if f.toOffset >= 0 {
-			to[p] = min(end[p], f.toOffset+1)
-		}
-	}
-	recs, err := readRange(ctx, cl, topic, from, to)
-	if err != nil {
-		return nil, err
-	}
-	out := recs[:0]
-	for _, r := range recs {
-		if f.match(r) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return err
 }
 
 func dlqShowCommand() *cobra.Command {
@@ -254,9 +206,9 @@ func dlqShowCommand() *cobra.Command {
 			if _, err := lookupTopic(cmd, adm, args[0]); err != nil {
 				return err
 			}
-			recs, err := selectDead(cmd.Context(), cl, adm, args[0], &f)
+			recs, err := dlqReader(cl).Select(cmd.Context(), adm, args[0], &f.sel)
 			if err != nil {
-				return err
+				return cliErr(err)
 			}
 			if limit > 0 && len(recs) > limit {
 				recs = recs[:limit]
@@ -273,7 +225,7 @@ func dlqShowCommand() *cobra.Command {
 				fmt.Fprintf(w, "%d/%d key=%q from=%s/%s/%s attempts=%s group=%s died=%s\n  error: %s\n  value: %q\n",
 					r.Partition, r.Offset, r.Key,
 					h(consumer.HeaderOriginalTopic), h(consumer.HeaderOriginalPartition), h(consumer.HeaderOriginalOffset),
-					h(consumer.HeaderAttempts), h(consumer.HeaderGroup), time.UnixMilli(dieTime(r)).UTC().Format(time.RFC3339),
+					h(consumer.HeaderAttempts), h(consumer.HeaderGroup), time.UnixMilli(deadletter.DiedAt(r)).UTC().Format(time.RFC3339),
 					h(consumer.HeaderError), r.Value)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d dead letters\n", len(recs))
@@ -284,83 +236,4 @@ func dlqShowCommand() *cobra.Command {
 	cmd.Flags().IntVarP(&limit, "max", "n", 0, "print at most this many (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per record, headers included")
 	return cmd
-}
-
-// offsetsOf lists a topic's start and end offsets.
-func offsetsOf(ctx context.Context, adm *kadm.Client, topic string) (start, end map[int32]int64, err error) {
-	s, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = s.Error()
-	}
-	if err != nil {
-		return nil, nil, topicErr(topic, err, "listing start offsets")
-	}
-	// The last stable offset: a transaction still open is not waited for.
-	e, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = e.Error()
-	}
-	if err != nil {
-		return nil, nil, topicErr(topic, err, "listing end offsets")
-	}
-	start, end = map[int32]int64{}, map[int32]int64{}
-	s.Each(func(o kadm.ListedOffset) { start[o.Partition] = o.Offset })
-	e.Each(func(o kadm.ListedOffset) { end[o.Partition] = o.Offset })
-	return start, end, nil
-}
-
-// readRange reads each partition p from from[p] up to (not including)
-// to[p], committed records only, sorted by partition and offset.
-func readRange(ctx context.Context, base *kgo.Client, topic string, from, to map[int32]int64) ([]*kgo.Record, error) {
-	want := map[int32]kgo.Offset{}
-	for p, f := range from {
-		if f < to[p] {
-			want[p] = kgo.NewOffset().At(f)
-		}
-	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	opts := append(base.Opts(),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading %q: %w", topic, err)
-		}
-		for _, fe := range fs.Errors() {
-			return nil, fmt.Errorf("reading %q partition %d: %w", topic, fe.Partition, fe.Err)
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if _, open := want[fp.Partition]; !open {
-				return
-			}
-			for _, r := range fp.Records {
-				if r.Offset < to[fp.Partition] && !r.Attrs.IsControl() {
-					out = append(out, r)
-				}
-			}
-			// Control records (kept so the loop sees every offset up to the
-			// end, which a transaction marker may be) are not returned.
-			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= to[fp.Partition]-1 {
-				delete(want, fp.Partition)
-			}
-		})
-	}
-	slices.SortFunc(out, func(a, b *kgo.Record) int {
-		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
-	return out, nil
 }

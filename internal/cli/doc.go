@@ -3,7 +3,9 @@
 // (stdin lines to records), "consume" (records to stdout, as text or JSON)
 // and "dlq" (list, show and replay the dead-letter topics of pkg/consumer's
 // convention, docs/retries.md; replay writes each dead letter once, through
-// a transaction with a marker in the compacted "<dlq>.replayed" topic).
+// a transaction with a marker in the compacted "<dlq>.replayed" topic)
+// and "schema" (a client of any Confluent-compatible schema registry's REST
+// API, through franz-go's pkg/sr: docs/schema-registry.md).
 // They are meant for people without a Kafka toolbox at hand, so they speak
 // plain Kafka through franz-go (kgo and kadm) and work against any
 // Kafka-compatible broker, not only sluice.

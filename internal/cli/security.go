@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -33,9 +34,15 @@ func addSecurityFlags(c *cobra.Command) {
 	f.String(saslMechanismFlag, "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
 	f.String(saslUserFlag, "", "SASL user")
 	f.String(saslPasswordFlag, "", "SASL password (env "+SASLPasswordEnv+" when the flag is not set)")
+	addTLSFlags(f, "brokers")
+}
+
+// addTLSFlags adds the flags tlsConfig reads; peer names what the client
+// talks to, in their usage.
+func addTLSFlags(f *pflag.FlagSet, peer string) {
 	f.Bool(tlsFlag, false, "connect with TLS (implied by --tls-ca and --tls-cert)")
-	f.String(tlsCAFlag, "", "PEM file of the CA that signed the brokers' certificates (default: the system's)")
-	f.String(tlsCertFlag, "", "PEM client certificate, for brokers that check them")
+	f.String(tlsCAFlag, "", "PEM file of the CA that signed the "+peer+"' certificates (default: the system's)")
+	f.String(tlsCertFlag, "", "PEM client certificate, for "+peer+" that check them")
 	f.String(tlsKeyFlag, "", "PEM key of --tls-cert")
 }
 
@@ -62,10 +69,22 @@ func securityOpts(cmd *cobra.Command) ([]kgo.Opt, error) {
 	if mech != "" && user == "" {
 		return nil, fmt.Errorf("%w: --%s needs --%s", ErrBadFlag, saslMechanismFlag, saslUserFlag)
 	}
+	cfg, err := tlsConfig(cmd)
+	if err != nil || cfg == nil {
+		return opts, err
+	}
+	return append(opts, kgo.DialTLSConfig(cfg)), nil
+}
+
+// tlsConfig is the client TLS configuration the --tls flags ask for; nil
+// when they ask for none.
+func tlsConfig(cmd *cobra.Command) (*tls.Config, error) {
+	f := cmd.Flags()
+	get := func(name string) string { v, _ := f.GetString(name); return v }
 	useTLS, _ := f.GetBool(tlsFlag)
 	ca, cert, key := get(tlsCAFlag), get(tlsCertFlag), get(tlsKeyFlag)
 	if !useTLS && ca == "" && cert == "" {
-		return opts, nil
+		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
@@ -85,5 +104,5 @@ func securityOpts(cmd *cobra.Command) ([]kgo.Opt, error) {
 		}
 		cfg.Certificates = []tls.Certificate{c}
 	}
-	return append(opts, kgo.DialTLSConfig(cfg)), nil
+	return cfg, nil
 }

@@ -316,7 +316,7 @@ func (n *Node) run(a action) {
 func (n *Node) paceClaim() bool {
 	n.m.claimsWaiting.Inc()
 	defer n.m.claimsWaiting.Dec()
-	return n.claims.Wait(n.ctx) == nil
+	return n.claims.Wait(n.claimCtx) == nil
 }
 
 // newClaimLimiter is the limiter of Config.ClaimRate (after defaults):

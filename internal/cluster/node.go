@@ -117,8 +117,13 @@ type Node struct {
 
 	// live is cur for LeaseValid, read without mu on every request.
 	live atomic.Pointer[session]
-	// claims paces acquisitions (Config.ClaimRate).
-	claims *rate.Limiter
+	// claims paces acquisitions (Config.ClaimRate); claimCtx ends when
+	// Close begins, so claims still waiting for their turn give up then
+	// instead of holding the stop up (a broker closed mid-take-over had
+	// 12 s of paced claims at 25,000 partitions to wait out).
+	claims     *rate.Limiter
+	claimCtx   context.Context
+	stopClaims context.CancelFunc
 
 	mu      sync.Mutex
 	cur     *session // the liveness session; nil while there is none (lost, not yet rejoined)
@@ -247,6 +252,7 @@ func Start(ctx context.Context, md meta.Store, cfg Config, h Handler) (*Node, er
 	}
 	n.registerMetrics(cfg.Registerer)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.claimCtx, n.stopClaims = context.WithCancel(n.ctx)
 	// Watch before registering: the leader keys of this broker's previous
 	// process, which join may end, are then seen going (lastLeader).
 	snap, rev, events, err := n.firstWatch(ctx)
@@ -507,6 +513,7 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 func (n *Node) close(ctx context.Context) error {
+	n.stopClaims()
 	n.mu.Lock()
 	n.closing = true
 	if n.cur != nil {
@@ -517,6 +524,11 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 	n.log.Info("leaving the cluster")
+	began := time.Now()
+	var stages []any
+	mark := func(stage string) {
+		stages = append(stages, stage, time.Since(began).Round(time.Millisecond))
+	}
 
 	var errs []error
 	// The loop only plans and spawns; it stops at once. Waiting for it
@@ -526,15 +538,19 @@ func (n *Node) close(ctx context.Context) error {
 	if err := waitCtx(ctx, &n.actWG); err != nil {
 		errs = append(errs, fmt.Errorf("waiting for partition actions: %w", err))
 	}
+	mark("actions_done")
 	n.deregister(ctx)
+	mark("deregistered")
 	if err := n.releaseAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("handing partitions off: %w", err))
 	}
+	mark("released")
 
 	n.cancel()
 	if err := waitCtx(ctx, &n.loopWG); err != nil {
 		errs = append(errs, fmt.Errorf("stopping: %w", err))
 	}
+	mark("loops_stopped")
 	n.mu.Lock()
 	cur, hold := n.cur, n.hold
 	n.setCurLocked(nil, false)
@@ -569,6 +585,8 @@ func (n *Node) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("revoking the session: %w", err))
 		}
 	}
+	mark("session_ended")
+	n.log.Info("left the cluster", stages...)
 	n.notify()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster: close broker %d: %w", n.cfg.BrokerID, err)
@@ -577,11 +595,12 @@ func (n *Node) close(ctx context.Context) error {
 }
 
 // closeActions bounds the hand-offs Close runs at once. Each waits for a
-// group commit of its partition's appends and for its snapshot and key
-// delete, which the log engine and meta.Batcher share among those running
-// together: a broker leading 50,000 partitions hands them off in a few
-// dozen rounds rather than hundreds.
-const closeActions = 1024
+// group commit of its partition's appends and for its snapshot (its key
+// stays, to go stale with the holding), which the log engine shares among
+// those running together: a broker leading 50,000 partitions hands them
+// off in a few rounds. (A goroutine per partition waits for its turn
+// either way.)
+const closeActions = 8192
 
 // releaseAll hands off every partition we lead, closeActions at a time.
 // Without a session (etcd unreachable or stalled) nothing is handed off:
@@ -590,6 +609,9 @@ const closeActions = 1024
 func (n *Node) releaseAll(ctx context.Context) error {
 	n.mu.Lock()
 	live := n.cur != nil
+	// With a holding to depose afterwards (close), the leader keys stay
+	// and go stale with it: releaseKeepingKey.
+	deposing := live && n.hold != nil
 	var owned, dropped []*tenure
 	for _, t := range n.owned {
 		owned = append(owned, t)
@@ -600,6 +622,7 @@ func (n *Node) releaseAll(ctx context.Context) error {
 	n.mu.Unlock()
 	sem := make(chan struct{}, closeActions)
 	var wg sync.WaitGroup
+	var kept atomic.Int64
 	run := func(t *tenure, f func(*part, *tenure)) {
 		wg.Go(func() {
 			select {
@@ -630,12 +653,26 @@ func (n *Node) releaseAll(ctx context.Context) error {
 			})
 			continue
 		}
-		run(t, func(p *part, t *tenure) { n.release(ctx, p, t, "closing") })
+		if !deposing {
+			run(t, func(p *part, t *tenure) { n.release(ctx, p, t, "closing") })
+			continue
+		}
+		run(t, func(p *part, t *tenure) {
+			if n.releaseKeepingKey(p, t) {
+				n.forget(p, t)
+				kept.Add(1)
+			}
+		})
 	}
 	for _, t := range dropped {
 		run(t, func(p *part, t *tenure) { n.drop(ctx, p, t) })
 	}
-	return waitCtx(ctx, &wg)
+	err := waitCtx(ctx, &wg)
+	if k := kept.Load(); k > 0 {
+		n.log.Info("released for closing; their leader keys go stale with the holding", "partitions", k)
+	}
+	n.notify()
+	return err
 }
 
 // part returns tp's state, creating it. Entries are never removed, so

@@ -45,6 +45,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"log_level", func(c *Config) { c.LogLevel = "loud" }},
 		{"min_free_bytes", func(c *Config) { c.MinFreeBytes = 0 }},
 		{"min_free_bytes", func(c *Config) { c.MinFreeBytes = -2 }},
+		{"governance.topic_name_pattern", func(c *Config) { c.Governance.TopicNamePattern = "(" }},
+		{"governance.schema_required", func(c *Config) { c.Governance.SchemaRequired = []string{`^ok$`, "[a-"} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {

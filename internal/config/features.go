@@ -84,6 +84,13 @@ type Governance struct {
 	// documented example is {domain}.{event}.v{N}:
 	// ^[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[0-9]+$
 	TopicNamePattern string `yaml:"topic_name_pattern"`
+	// SchemaRequired are regular expressions (RE2, unanchored: anchor
+	// them) of topic names whose records must carry a registered schema:
+	// a matching topic's sluice.value.schema.validation defaults to true
+	// (an explicit false on the topic still turns it off). It holds for
+	// topics however created and for those that exist already; internal
+	// topics never match. Empty: no topic requires one.
+	SchemaRequired []string `yaml:"schema_required"`
 }
 
 // validateFeatures checks the sections above.
@@ -91,6 +98,11 @@ func (c *Config) validateFeatures(bad func(key, format string, args ...any) erro
 	if p := c.Governance.TopicNamePattern; p != "" {
 		if _, err := regexp.Compile(p); err != nil {
 			return bad("governance.topic_name_pattern", "%q is not a regular expression: %v", p, err)
+		}
+	}
+	for _, p := range c.Governance.SchemaRequired {
+		if _, err := regexp.Compile(p); err != nil {
+			return bad("governance.schema_required", "%q is not a regular expression: %v", p, err)
 		}
 	}
 	switch l := c.Lineage; {

@@ -41,6 +41,8 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+
+	overviews overviewCache
 }
 
 type session struct {

@@ -10,4 +10,10 @@
 // a server-side session (an HttpOnly, SameSite=Strict cookie); every
 // action is a POST carrying the session's CSRF token, and nothing that
 // changes data is reachable by GET.
+//
+// The message browser decodes keys and values in the schema registry's
+// wire format through the in-process registry (decode/); dead letters are
+// replayed through POST /v1/dlq/{topic}/replay (internal/deadletter);
+// users, ACLs and quotas are managed through /v1/security
+// (internal/security).
 package console

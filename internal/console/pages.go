@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 	"add":    func(a, b int) int { return a + b },
 	"add64":  func(a, b int64) int64 { return a + b },
 	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
+	"list":   func(xs ...string) []string { return xs },
 }
 
 const pageSize = 50
@@ -62,9 +63,18 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/schemas", c.withSession(c.schemas))
 	mux.HandleFunc("GET /ui/schemas/{subject}", c.withSession(c.subject))
 	mux.HandleFunc("POST /ui/schemas/{subject}/check", c.withSession(c.checkCompatibility))
+	mux.HandleFunc("POST /ui/schemas/{subject}/register", c.withSession(c.registerSchema))
+	mux.HandleFunc("POST /ui/schemas", c.withSession(c.registerSchema))
 	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
+	mux.HandleFunc("POST /ui/deadletters/{topic}/replay", c.withSession(c.replay))
 	mux.HandleFunc("POST /ui/delays/cancel", c.withSession(c.cancelDelay))
+	mux.HandleFunc("GET /ui/security", c.withSession(c.security))
+	mux.HandleFunc("POST /ui/security/users", c.withSession(c.createUser))
+	mux.HandleFunc("POST /ui/security/users/delete", c.withSession(c.deleteUser))
+	mux.HandleFunc("POST /ui/security/acls", c.withSession(c.createACL))
+	mux.HandleFunc("POST /ui/security/acls/delete", c.withSession(c.deleteACL))
+	mux.HandleFunc("POST /ui/security/quotas", c.withSession(c.alterQuota))
 }
 
 func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title string, data any, err error) {
@@ -73,31 +83,6 @@ func (c *Console) page(w http.ResponseWriter, s *session, code int, name, title 
 		v.Error = err.Error()
 	}
 	c.render(w, code, name, v)
-}
-
-type overviewData struct {
-	Broker      diagnose.BrokerDiagnosis
-	BrokerErr   string
-	Topics      int
-	Groups      []catalog.Group
-	GroupsTotal int
-}
-
-func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
-	var d overviewData
-	if _, err := c.call(r, s, "GET", "/v1/diagnose/broker", nil, &d.Broker); err != nil {
-		d.BrokerErr = err.Error()
-	}
-	var topics struct{ Total int }
-	c.call(r, s, "GET", "/v1/topics?limit=1", nil, &topics)
-	d.Topics = topics.Total
-	var groups struct {
-		Total  int
-		Groups []catalog.Group
-	}
-	c.call(r, s, "GET", "/v1/groups?limit=10", nil, &groups)
-	d.Groups, d.GroupsTotal = groups.Groups, groups.Total
-	c.page(w, s, http.StatusOK, "overview", "Overview", d, nil)
 }
 
 type topicsData struct {
@@ -156,7 +141,7 @@ type topicData struct {
 	Key       string
 	Tail      bool
 	Produced  string
-	Records   []trace.Record
+	Records   []shownRecord
 	Truncated string
 	BrowseErr string
 }
@@ -181,6 +166,9 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Produced = fmt.Sprintf("produced to partition %d at offset %s", d.Partition, o)
 	}
 	tq := url.Values{"topic": {name}, "limit": {strconv.Itoa(browseLimit)}}
+	if c.registry != nil {
+		tq.Set("raw", "1") // decoded through the schema registry
+	}
 	if d.Key != "" {
 		tq.Set("key", d.Key)
 	} else {
@@ -202,7 +190,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request, s *session) {
 	if _, err := c.call(r, s, "GET", "/v1/trace?"+tq.Encode(), nil, &res); err != nil {
 		d.BrowseErr = err.Error()
 	}
-	d.Records, d.Truncated = res.Records, res.Truncated
+	d.Records, d.Truncated = c.decodeRecords(r, s, res.Records), res.Truncated
 	c.page(w, s, http.StatusOK, "topic", name, d, nil)
 }
 

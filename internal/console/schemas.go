@@ -53,6 +53,12 @@ type subjectData struct {
 	Compatibility string
 	CheckResult   string
 	CheckMessages []string
+	// A registration's outcome: the id registered, or the refusal.
+	Registered       string
+	RegisterError    string
+	RegisterMessages []string
+	// The candidate as typed, kept when it is refused.
+	Candidate, CandidateType string
 }
 
 func (c *Console) subject(w http.ResponseWriter, r *http.Request, s *session) {
@@ -61,7 +67,7 @@ func (c *Console) subject(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	sub := r.PathValue("subject")
-	d := subjectData{Subject: sub}
+	d := subjectData{Subject: sub, Registered: r.URL.Query().Get("registered")}
 	base := "/subjects/" + url.PathEscape(sub)
 	code, err := c.callOn(c.registry, r, s, "GET", base+"/versions", nil, &d.Versions)
 	if err != nil {
@@ -107,7 +113,7 @@ func (c *Console) checkCompatibility(w http.ResponseWriter, r *http.Request, s *
 		return
 	}
 	// Show the subject page with the verdict.
-	d := subjectData{Subject: sub, CheckMessages: res.Messages}
+	d := subjectData{Subject: sub, CheckMessages: res.Messages, Candidate: r.PostFormValue("schema"), CandidateType: r.PostFormValue("schemaType")}
 	d.CheckResult = "incompatible"
 	if res.IsCompatible {
 		d.CheckResult = "compatible"

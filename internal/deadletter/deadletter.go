@@ -3,8 +3,12 @@
 // many records they hold and their most frequent errors, and their records
 // with the headers the retry library wrote. It reads through the trace
 // package (docs/trace.md), so a page never reads more than it shows.
-// Replaying stays with `sluice dlq replay`, which writes through a
-// producer transaction so that a range replayed twice is delivered once.
+//
+// It also owns replay (replay.go), shared by `sluice dlq replay` and
+// POST /v1/dlq/{topic}/replay: selected dead letters are written again
+// through a Kafka client, each with a marker in the compacted topic
+// <dlq>.replayed in one producer transaction, so a dead letter replayed
+// twice is delivered once.
 package deadletter
 
 import (
@@ -42,14 +46,17 @@ type Finder interface {
 
 // Service serves /v1/dlq.
 type Service struct {
-	topics Topics
-	find   Finder
-	guard  *adminapi.Guard
+	topics  Topics
+	find    Finder
+	guard   *adminapi.Guard
+	clients ClientOpts
 }
 
-// New returns the service.
-func New(topics Topics, find Finder, guard *adminapi.Guard) *Service {
-	return &Service{topics: topics, find: find, guard: guard}
+// New returns the service; clients gives the options of the Kafka client
+// a replay writes through, acting for the request's principal (nil: no
+// replay).
+func New(topics Topics, find Finder, guard *adminapi.Guard, clients ClientOpts) *Service {
+	return &Service{topics: topics, find: find, guard: guard, clients: clients}
 }
 
 // ErrorCount is one error text and how often it occurs in the sample.
@@ -75,8 +82,10 @@ const scanPerPartition = 1000
 //
 //	GET /v1/dlq                                 dead-letter topics, counts, top errors
 //	GET /v1/dlq/{topic}?partition=P&offset=O    a page of records (50) with their headers
+//	POST /v1/dlq/{topic}/replay                 replay (or dry-run) a selection
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/dlq/{topic}/replay", s.replay)
 	mux.HandleFunc("GET /v1/dlq", func(w http.ResponseWriter, r *http.Request) {
 		out := []Topic{}
 		for _, name := range s.topics.TopicNames() {

@@ -117,7 +117,7 @@ func FuzzWalkRecords(f *testing.F) {
 			return
 		}
 		n := 0
-		_ = walkRecords(&h, b[:h.Size()], func(_ int32, _ int64, _, _, hdrs []byte) error {
+		_ = batch.WalkRecords(&h, b[:h.Size()], func(_ int32, _ int64, _, _, hdrs []byte) error {
 			n++
 			_, _, _, err := tombInfo(hdrs)
 			if err != nil && !errors.Is(err, ErrFormat) {

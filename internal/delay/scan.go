@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -78,7 +77,7 @@ func scanStore(ctx context.Context, p *log.Partition, from, to, lso int64, fn fu
 				moved = true
 				continue
 			}
-			if err := walkRecords(&h, bt, func(delta int32, ts int64, key, value, hdrs []byte) error {
+			if err := batch.WalkRecords(&h, bt, func(delta int32, ts int64, key, value, hdrs []byte) error {
 				o := h.BaseOffset + int64(delta)
 				if o < off || o >= to {
 					return nil
@@ -158,67 +157,3 @@ type stopErr struct{}
 func (stopErr) Error() string { return "stop" }
 
 var errStop error = stopErr{}
-
-// walkRecords calls fn for each record of one batch of the store with its
-// offset delta, timestamp, key, value and encoded headers (aliasing bt;
-// nil when null). The
-// store's batches are uncompressed and written by the broker: this walks
-// them in place, without decoding whole records, which is most of what a
-// replay of millions of entries costs.
-func walkRecords(h *batch.Header, bt []byte, fn func(delta int32, ts int64, key, value, hdrs []byte) error) error {
-	if h.Codec() != 0 {
-		_, recs, err := batch.Records(bt)
-		if err != nil {
-			return err
-		}
-		for i := range recs {
-			hdrs := binary.AppendVarint(nil, int64(len(recs[i].Headers)))
-			for _, x := range recs[i].Headers {
-				hdrs = appendBytes(appendBytes(hdrs, []byte(x.Key)), x.Value)
-			}
-			if err := fn(recs[i].OffsetDelta, batch.RecordTimestamp(h, &recs[i]), recs[i].Key, recs[i].Value, hdrs); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	r := bt[batch.HeaderSize:]
-	for i := int32(0); i < h.RecordCount; i++ {
-		l, n := binary.Varint(r)
-		if n <= 0 || l < 0 || l > int64(len(r)-n) {
-			return fmt.Errorf("%w: record %d length", ErrFormat, i)
-		}
-		rec := r[n : n+int(l)]
-		r = r[n+int(l):]
-		if len(rec) < 1 {
-			return fmt.Errorf("%w: record %d", ErrFormat, i)
-		}
-		rec = rec[1:] // attributes
-		tsDelta, n := binary.Varint(rec)
-		if n <= 0 {
-			return fmt.Errorf("%w: record %d timestamp", ErrFormat, i)
-		}
-		rec = rec[n:]
-		delta, n := binary.Varint(rec)
-		if n <= 0 {
-			return fmt.Errorf("%w: record %d offset delta", ErrFormat, i)
-		}
-		rec = rec[n:]
-		key, rec, err := readBytes(rec)
-		if err != nil {
-			return err
-		}
-		value, rest, err := readBytes(rec)
-		if err != nil {
-			return err
-		}
-		ts := h.FirstTimestamp + tsDelta
-		if h.Attributes&batch.AttrLogAppendTime != 0 {
-			ts = h.MaxTimestamp
-		}
-		if err := fn(int32(delta), ts, key, value, rest); err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -235,50 +235,6 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, r ConsumerHeartbeat
 	return ch
 }
 
-// toConsumer turns an empty classic group into a consumer group (offsets
-// stay), returning the tombstone of its classic metadata.
-func (g *group) toConsumer() []kmsg.Record {
-	var recs []kmsg.Record
-	if g.hasStored {
-		recs = append(recs, kmsg.Record{Key: groupKey(g.id)})
-		g.hasStored = false
-	}
-	g.cg = newCGroup()
-	g.protocolType, g.protocol, g.leader, g.generation = "consumer", "", "", 0
-	return recs
-}
-
-// toClassic turns an empty consumer group back into a classic one,
-// returning the tombstones of its consumer records.
-func (g *group) toClassic() []kmsg.Record {
-	recs := g.consumerTombstones()
-	g.cg = nil
-	g.protocolType = ""
-	g.subscribed = nil
-	return recs
-}
-
-func (g *group) consumerTombstones() []kmsg.Record {
-	if g.cg == nil {
-		return nil
-	}
-	var recs []kmsg.Record
-	for id := range g.cg.members {
-		recs = append(recs, memberTombstones(g.id, id)...)
-	}
-	return append(recs,
-		kmsg.Record{Key: ckey(recConsumerGroupTargetMeta, g.id)},
-		kmsg.Record{Key: ckey(recConsumerGroupMetadata, g.id)})
-}
-
-func memberTombstones(group, member string) []kmsg.Record {
-	return []kmsg.Record{
-		{Key: ckey(recConsumerGroupCurrentAssign, group, member)},
-		{Key: ckey(recConsumerGroupTargetMember, group, member)},
-		{Key: ckey(recConsumerGroupMemberMetadata, group, member)},
-	}
-}
-
 func (g *group) consumerHeartbeat(r *ConsumerHeartbeat, re *regexp.Regexp, now time.Time) (ConsumerHeartbeatResult, []kmsg.Record, error) {
 	cg, c := g.cg, g.c
 	var recs []kmsg.Record

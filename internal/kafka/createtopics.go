@@ -91,7 +91,7 @@ func handleCreateTopics(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		st.NumPartitions = info.Partitions
 		st.ReplicationFactor = info.ReplicationFactor
 		if rc.version() >= 5 {
-			eff := topicconfig.Effective(b.TopicDefaults(), configs)
+			eff := topicconfig.Effective(b.TopicDefaultsFor(rt.Topic), configs)
 			for _, d := range topicconfig.Defs() {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name = d.Name

@@ -76,7 +76,7 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				sr.ErrorMessage = &msg
 				break
 			}
-			eff := topicconfig.Effective(b.TopicDefaults(), info.Configs)
+			eff := topicconfig.Effective(b.TopicDefaultsFor(rr.ResourceName), info.Configs)
 			for _, d := range topicconfig.Defs() {
 				if !want(d.Name) {
 					continue

@@ -107,7 +107,7 @@ func TestAdoptCrashBeforeRegister(t *testing.T) {
 		mustAppend(t, p, mkBatch(t, 0, 1, 2, nil, "a"))
 	}
 	e.halt()
-	path := lastWALFile(t, filepath.Join(v.dir, "wal"))
+	path := trimPadding(t, lastWALFile(t, filepath.Join(v.dir, "wal")))
 	// Seal with a footer as adoption does, then link as an unregistered object.
 	st, _ := os.Stat(path)
 	f, _ := os.OpenFile(path, os.O_WRONLY, 0)

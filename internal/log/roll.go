@@ -271,7 +271,7 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	if size <= int64(len(wal.Magic)) || size > math.MaxUint32-(64<<20) {
 		return false, nil
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|mmapPopulate)
 	if err != nil {
 		return false, nil
 	}

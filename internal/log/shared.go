@@ -361,7 +361,10 @@ func (e *Engine) Release(topicName string, partition int32, fenced bool) {
 	p.mu.Unlock()
 	p.stopReadAhead()
 	p.wake(false)
-	e.log.Info("partition released", "topic", topicName, "partition", partition, "fenced", fenced)
+	// Debug: a broker stopping releases every partition it leads, and at
+	// 50,000 partitions a line each, written under the handler's lock,
+	// was most of the stop (the cluster logs hand-offs itself).
+	e.log.Debug("partition released", "topic", topicName, "partition", partition, "fenced", fenced)
 }
 
 // recoverShared is Open's recovery in cluster mode: only the topics. Each

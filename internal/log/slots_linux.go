@@ -20,3 +20,8 @@ func allocSlots(n int) ([]keySlot, func()) {
 	}
 	return unsafe.Slice((*keySlot)(unsafe.Pointer(&b[0])), n), func() { _ = syscall.Munmap(b) }
 }
+
+// mmapPopulate asks mmap to read a whole file in at once: the roller maps
+// a WAL segment written with direct I/O, which is not in the page cache,
+// and reading it with one fault per page cost more than the scan itself.
+const mmapPopulate = syscall.MAP_POPULATE

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -34,7 +35,11 @@ type rawText string
 
 // Handler serves the REST API (docs/schema-registry.md). With check set,
 // every request must carry HTTP Basic credentials it accepts.
-func (r *Registry) Handler(check CheckFunc) http.Handler {
+func (r *Registry) Handler(check CheckFunc) http.Handler { return r.AuthorizedHandler(check, nil) }
+
+// AuthorizedHandler is Handler that, with check and authorize set, also
+// authorizes each request for the subjects it touches (authz.go).
+func (r *Registry) AuthorizedHandler(check CheckFunc, authorize AuthorizeFunc) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern string, methods map[string]http.HandlerFunc) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
@@ -60,6 +65,15 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		}
 		return out, nil
 	})})
+	route("/contexts", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return []string{"."}, nil // the default context only
+	})})
+	route("/v1/metadata/id", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return r.metadataID(), nil
+	})})
+	route("/v1/metadata/version", map[string]http.HandlerFunc{"GET": get(func(*http.Request, *state) (any, *Error) {
+		return serverVersion(), nil
+	})})
 	route("/schemas", map[string]http.HandlerFunc{"GET": get(listSchemas)})
 	route("/schemas/ids/{id}", map[string]http.HandlerFunc{"GET": get(r.getSchemaByID)})
 	route("/schemas/ids/{id}/schema", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
@@ -75,7 +89,7 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 			return nil, e
 		}
 		out := []string{}
-		for _, u := range st.usages(c.id, flag(req, "deleted")) {
+		for _, u := range readableUsages(req, subjectFilter(req, st.usages(c.id, flag(req, "deleted")))) {
 			if len(out) == 0 || out[len(out)-1] != u.Subject {
 				out = append(out, u.Subject)
 			}
@@ -87,10 +101,10 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		if e != nil {
 			return nil, e
 		}
-		return st.usages(c.id, flag(req, "deleted")), nil
+		return readableUsages(req, subjectFilter(req, st.usages(c.id, flag(req, "deleted")))), nil
 	})})
 	route("/subjects", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
-		return st.subjectNames(req.URL.Query().Get("subjectPrefix"), flag(req, "deleted")), nil
+		return readable(req, st.subjectList(req.URL.Query().Get("subjectPrefix"), filterOf(req))), nil
 	})})
 	route("/subjects/{subject}", map[string]http.HandlerFunc{
 		"POST": func(w http.ResponseWriter, req *http.Request) {
@@ -108,14 +122,13 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 	})
 	route("/subjects/{subject}/versions", map[string]http.HandlerFunc{
 		"GET": get(func(req *http.Request, st *state) (any, *Error) {
-			s := req.PathValue("subject")
-			vs := st.live(s, flag(req, "deleted"))
-			if len(vs) == 0 {
+			s, f := req.PathValue("subject"), filterOf(req)
+			if len(st.live(s, f != lookupDefault)) == 0 {
 				return nil, errSubjectNotFound(s)
 			}
-			out := make([]int, len(vs))
-			for i, v := range vs {
-				out[i] = v.version
+			out := []int{}
+			for _, v := range st.filtered(s, f) {
+				out = append(out, v.version)
 			}
 			return out, nil
 		}),
@@ -149,6 +162,10 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		return rawText(c.text), nil
 	})})
 	route("/subjects/{subject}/versions/{version}/referencedby", map[string]http.HandlerFunc{"GET": get(func(req *http.Request, st *state) (any, *Error) {
+		// As Confluent: the version is looked up soft-deleted ones included.
+		q := req.URL.Query()
+		q.Set("deleted", "true")
+		req.URL.RawQuery = q.Encode()
 		s, v, _, e := versionOf(req, st)
 		if e != nil {
 			return nil, e
@@ -184,6 +201,7 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 				var c struct {
 					Compatibility      string `json:"compatibility"`
 					CompatibilityLevel string `json:"compatibilityLevel"`
+					Normalize          *bool  `json:"normalize"`
 				}
 				if e := decodeJSON(body, &c); e != nil {
 					return nil, e
@@ -192,7 +210,15 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 					c.Compatibility = c.CompatibilityLevel
 				}
 				s := req.PathValue("subject")
-				return func(st *state) ([]Record, any, *Error) { return st.setConfig(s, c.Compatibility) }, nil
+				return func(st *state) ([]Record, any, *Error) {
+					recs, ans, e := st.setConfig(s, c.Compatibility)
+					if e == nil && c.Normalize != nil {
+						// Echoed as Confluent echoes the request; sluice
+						// always compares schemas normalized.
+						ans = map[string]any{"compatibility": ans.(map[string]string)["compatibility"], "normalize": *c.Normalize}
+					}
+					return recs, ans, e
+				}, nil
 			}),
 			"DELETE": r.serveWrite(func(req *http.Request, _ []byte) (decideFunc, *Error) {
 				s := req.PathValue("subject")
@@ -235,20 +261,45 @@ func (r *Registry) Handler(check CheckFunc) http.Handler {
 		writeError(w, newErr(http.StatusNotFound, http.StatusNotFound, "HTTP 404 Not Found"))
 	})
 	if check == nil {
-		return mux
+		return negotiated(mux)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return negotiated(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		user, pass, ok := req.BasicAuth()
 		if !ok || user == "" || !check(req.Context(), user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="sluice schema registry", charset="UTF-8"`)
 			writeError(w, newErr(http.StatusUnauthorized, http.StatusUnauthorized, "Unauthorized: HTTP Basic with a SASL user and its password is required"))
 			return
 		}
+		if authorize != nil {
+			authorizeRequest(mux, user, authorize).ServeHTTP(w, req)
+			return
+		}
 		mux.ServeHTTP(w, req)
-	})
+	}))
 }
 
 type decideFunc func(st *state) ([]Record, any, *Error)
+
+// lookupFilter is which versions a list takes (Confluent's LookupFilter).
+type lookupFilter int
+
+const (
+	lookupDefault  lookupFilter = iota // live versions
+	lookupDeleted                      // ?deleted=true: soft-deleted ones too
+	lookupOnlyDead                     // ?deletedOnly=true: soft-deleted ones only
+)
+
+// filterOf reads ?deleted and ?deletedOnly (deletedOnly wins, as in
+// Confluent).
+func filterOf(req *http.Request) lookupFilter {
+	switch {
+	case flag(req, "deletedOnly"):
+		return lookupOnlyDead
+	case flag(req, "deleted"):
+		return lookupDeleted
+	}
+	return lookupDefault
+}
 
 func flag(req *http.Request, name string) bool {
 	b, _ := strconv.ParseBool(req.URL.Query().Get(name))
@@ -285,7 +336,7 @@ func listSchemas(req *http.Request, st *state) (any, *Error) {
 		limit = -1
 	}
 	out := []subjectVersionJSON{}
-	for _, s := range st.subjectNames(q.Get("subjectPrefix"), deleted) {
+	for _, s := range readable(req, st.subjectNames(q.Get("subjectPrefix"), deleted)) {
 		vs := st.live(s, deleted)
 		if latestOnly {
 			vs = vs[len(vs)-1:]
@@ -306,13 +357,18 @@ func listSchemas(req *http.Request, st *state) (any, *Error) {
 }
 
 func schemaOf(req *http.Request, st *state) (*content, *Error) {
-	id, err := strconv.Atoi(req.PathValue("id"))
-	if err != nil || id < 1 {
-		return nil, errSchemaNotFound(-1)
+	id, err := strconv.ParseInt(req.PathValue("id"), 10, 32)
+	if err != nil {
+		// Confluent's {id} is a Java Integer: anything else matches no
+		// resource, Jersey's plain 404.
+		return nil, newErr(http.StatusNotFound, http.StatusNotFound, "HTTP 404 Not Found")
 	}
-	c := st.schemas[id]
+	c := st.schemas[int(id)]
 	if c == nil {
-		return nil, errSchemaNotFound(id)
+		return nil, errSchemaNotFound(int(id))
+	}
+	if e := idReadable(req, st, int(id)); e != nil {
+		return nil, e
 	}
 	return c, nil
 }
@@ -493,12 +549,18 @@ func parseSchemaRequest(body []byte) (*schemaRequest, *Error) {
 	if e := decodeJSON(body, &sr); e != nil {
 		return nil, e
 	}
+	if sr.ID > math.MaxInt32 || sr.ID < math.MinInt32 || sr.Version > math.MaxInt32 || sr.Version < math.MinInt32 {
+		// Java Integers in Confluent: Jackson's mapping error, 400.
+		return nil, errBadRequest("Numeric value out of range of int")
+	}
 	return &sr, nil
 }
 
 func decodeJSON(body []byte, v any) *Error {
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return errBadRequest("The request body is empty")
+		// Confluent's resources take a @NotNull body: a constraint
+		// violation, 422 with error_code 422.
+		return newErr(http.StatusUnprocessableEntity, http.StatusUnprocessableEntity, "The request body may not be empty")
 	}
 	if err := strictJSON(body, v); err != nil {
 		// As Confluent's JSON parse and mapping errors: 400.
@@ -508,7 +570,7 @@ func decodeJSON(body []byte, v any) *Error {
 }
 
 func writeAnswer(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", ContentType)
+	setContentType(w)
 	if s, ok := v.(rawText); ok {
 		io.WriteString(w, string(s))
 		return
@@ -522,7 +584,7 @@ func writeAnswer(w http.ResponseWriter, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", ContentType)
+	setContentType(w)
 	w.WriteHeader(e.Status)
 	b, _ := json.Marshal(e)
 	w.Write(b)

@@ -56,9 +56,13 @@ func versionJSON(subject string, v *version, c *content) subjectVersionJSON {
 // checkSubject refuses subject names Confluent refuses.
 func checkSubject(s string) *Error {
 	if s == "" || strings.TrimSpace(s) == "" || strings.IndexFunc(s, unicode.IsControl) >= 0 || len(s) > 1024 {
-		return newErr(http.StatusUnprocessableEntity, codeInvalidSubject, "The specified subject '%s' is not valid.", s)
+		return errInvalidSubject(s)
 	}
 	return nil
+}
+
+func errInvalidSubject(s string) *Error {
+	return newErr(http.StatusUnprocessableEntity, codeInvalidSubject, "The specified subject '%s' is not valid.", s)
 }
 
 // parseVersion reads a version path element: "latest" and -1 are -1.
@@ -76,6 +80,10 @@ func parseVersion(s string) (int, *Error) {
 // parseRequest parses the request's schema with its references.
 func (st *state) parseRequest(req *schemaRequest) (*schema.Schema, string, *Error) {
 	t, err := schema.ParseType(req.SchemaType)
+	if err == nil && req.SchemaType != "" && req.SchemaType != string(t) {
+		// Confluent's type names are case-sensitive.
+		err = schema.ErrUnknownType
+	}
 	if err != nil {
 		return nil, "", errInvalidSchema("Invalid schema type %s: %v", req.SchemaType, err)
 	}
@@ -102,14 +110,13 @@ func clip(s string) string {
 
 func readOnly(mode string) bool { return mode == modeReadOnly || mode == modeReadOnlyOverride }
 
-// register decides a registration (POST /subjects/{s}/versions).
+// register decides a registration (POST /subjects/{s}/versions), in
+// Confluent's order: a schema the subject has already is answered in any
+// mode; then the mode (an id only in IMPORT, no id only in READWRITE);
+// then compatibility (not in IMPORT); then the version.
 func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *Error) {
 	if e := checkSubject(subject); e != nil {
 		return nil, nil, e
-	}
-	mode := st.mode(subject)
-	if readOnly(mode) {
-		return nil, nil, errNotPermitted("Subject %s is in read-only mode", subject)
 	}
 	p, key, e := st.parseRequest(req)
 	if e != nil {
@@ -118,21 +125,25 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 	if req.Version < -1 || req.ID < -1 {
 		return nil, nil, errInvalidSchema("Invalid schema: id and version must be positive")
 	}
-	imported := req.ID > 0 || req.Version > 0
-	if imported && mode != modeImport {
-		return nil, nil, errNotPermitted("Subject %s is not in import mode: a schema id or version may be given only in IMPORT mode", subject)
-	}
 	// The same schema already a live version of the subject: its id.
 	if id, ok := st.byKey[key]; ok {
 		for _, v := range st.live(subject, false) {
-			if v.id == id {
-				if req.ID > 0 && req.ID != id {
-					return nil, nil, newErr(http.StatusUnprocessableEntity, codeIDMismatch,
-						"Schema already registered with id %d instead of input id %d", id, req.ID)
-				}
+			if v.id != id {
+				continue
+			}
+			if (req.Version <= 0 && (req.ID <= 0 || req.ID == id)) || (req.ID == id && req.Version == v.version) {
 				return nil, map[string]int{"id": id}, nil
 			}
 		}
+	}
+	mode := st.mode(subject)
+	switch {
+	case readOnly(mode):
+		return nil, nil, errNotPermitted("Subject %s is in read-only mode", subject)
+	case req.ID > 0 && mode != modeImport:
+		return nil, nil, errNotPermitted("Subject %s is not in import mode", subject)
+	case req.ID <= 0 && mode != modeReadWrite:
+		return nil, nil, errNotPermitted("Subject %s is not in read-write mode", subject)
 	}
 	if mode != modeImport {
 		var old []*schema.Schema
@@ -162,9 +173,11 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 		ver = all[len(all)-1].version + 1
 	}
 	if req.Version > 0 {
-		if st.version(subject, req.Version, true) != nil {
-			return nil, nil, errNotPermitted("Version %d already exists under subject %s", req.Version, subject)
+		if mode != modeImport && req.Version != ver {
+			return nil, nil, errInvalidSchema("Version is not one more than previous version")
 		}
+		// In IMPORT mode a version that exists is written over, as in
+		// Confluent.
 		ver = req.Version
 	}
 	text, refs := req.Schema, req.References
@@ -174,8 +187,21 @@ func (st *state) register(subject string, req *schemaRequest) ([]Record, any, *E
 	if c := st.schemas[id]; c != nil {
 		text, refs = c.text, c.refs // one id, one text
 	}
+	var recs []Record
+	// As Confluent: soft-deleted earlier versions of the same id go.
+	for _, v := range all {
+		if v.deleted && v.id == id && v.version < ver {
+			recs = append(recs, Record{Key: schemaKey(subject, v.version)})
+		}
+	}
 	val := schemaValue{Subject: subject, Version: ver, ID: id, SchemaType: typeName(p.Type()), References: refs, Schema: text}
-	return []Record{{Key: schemaKey(subject, ver), Value: mustJSON(val)}}, map[string]int{"id": id}, nil
+	recs = append(recs, Record{Key: schemaKey(subject, ver), Value: mustJSON(val)})
+	if len(recs) > 1 || st.version(subject, ver, true) != nil {
+		// The tombstones, or the version written over, may drop the last
+		// use of the highest id.
+		recs = append(recs, Record{Key: maxIDKey(), Value: mustJSON(maxIDValue{MaxID: max(st.maxID, id)})})
+	}
+	return recs, map[string]int{"id": id}, nil
 }
 
 // lookup finds the version of subject holding the request's schema
@@ -291,9 +317,6 @@ func (st *state) deleteVersion(subject, vs string, permanent bool) ([]Record, an
 			return nil, nil, newErr(http.StatusNotFound, codeVersionSoftDeleted,
 				"Subject '%s' Version %d was soft deleted.Set permanent=true to delete permanently", subject, any.version)
 		}
-		if len(st.live(subject, false)) == 0 && !permanent {
-			return nil, nil, errSubjectNotFound(subject)
-		}
 		return nil, nil, errVersionNotFound(n)
 	}
 	if permanent && !v.deleted {
@@ -307,8 +330,18 @@ func (st *state) deleteVersion(subject, vs string, permanent bool) ([]Record, an
 	if !permanent {
 		return []Record{st.softDeleteRecord(subject, v)}, v.version, nil
 	}
-	return []Record{{Key: schemaKey(subject, v.version)}, {Key: maxIDKey(), Value: mustJSON(maxIDValue{MaxID: st.maxID})}},
-		v.version, nil
+	recs := []Record{{Key: schemaKey(subject, v.version)}, {Key: maxIDKey(), Value: mustJSON(maxIDValue{MaxID: st.maxID})}}
+	if len(st.subjects[subject]) == 1 {
+		// The subject's last version: its own config and mode go too,
+		// as in Confluent.
+		if _, ok := st.configs[subject]; ok {
+			recs = append(recs, Record{Key: configKey(subject)})
+		}
+		if _, ok := st.modes[subject]; ok {
+			recs = append(recs, Record{Key: modeKey(subject)})
+		}
+	}
+	return recs, v.version, nil
 }
 
 // checkCompatibility answers POST /compatibility/subjects/{s}/versions[/{v}]
@@ -322,13 +355,12 @@ func (st *state) checkCompatibility(subject, vs string, req *schemaRequest, verb
 		if e != nil {
 			return nil, e
 		}
-		live := st.live(subject, false)
 		switch {
 		case n == -1:
-			against = live // the level picks the latest or every one
-		case len(live) == 0:
-			return nil, errSubjectNotFound(subject)
+			against = st.live(subject, false) // the level picks the latest or every one
 		default:
+			// A missing version is 40402 even when the subject is
+			// missing, as in Confluent.
 			v := st.version(subject, n, false)
 			if v == nil {
 				return nil, errVersionNotFound(n)
@@ -364,6 +396,9 @@ func (st *state) setConfig(subject, level string) ([]Record, any, *Error) {
 		return nil, nil, newErr(http.StatusUnprocessableEntity, codeInvalidCompatibility,
 			"Invalid compatibility level. Valid values are none, backward, forward, full, backward_transitive, forward_transitive, and full_transitive")
 	}
+	if strings.IndexFunc(subject, unicode.IsControl) >= 0 {
+		return nil, nil, errInvalidSubject(subject)
+	}
 	return []Record{{Key: configKey(subject), Value: mustJSON(configValue{CompatibilityLevel: string(l)})}},
 		map[string]string{"compatibility": string(l)}, nil
 }
@@ -373,7 +408,8 @@ func (st *state) setConfig(subject, level string) ([]Record, any, *Error) {
 func (st *state) deleteConfig(subject string) ([]Record, any, *Error) {
 	old := st.level(subject)
 	if _, ok := st.configs[subject]; !ok {
-		if subject != "" && len(st.subjects[subject]) == 0 {
+		if subject != "" {
+			// Confluent: no level of the subject's own is 40401.
 			return nil, nil, errSubjectNotFound(subject)
 		}
 		return nil, map[string]string{"compatibilityLevel": string(old)}, nil
@@ -387,6 +423,9 @@ func validMode(m string) bool {
 
 // setMode decides PUT /mode[/{s}].
 func (st *state) setMode(subject, mode string, force bool) ([]Record, any, *Error) {
+	if strings.IndexFunc(subject, unicode.IsControl) >= 0 {
+		return nil, nil, errInvalidSubject(subject)
+	}
 	m := strings.ToUpper(strings.TrimSpace(mode))
 	if !validMode(m) {
 		return nil, nil, newErr(http.StatusUnprocessableEntity, codeInvalidMode,
@@ -409,10 +448,8 @@ func (st *state) setMode(subject, mode string, force bool) ([]Record, any, *Erro
 func (st *state) deleteMode(subject string) ([]Record, any, *Error) {
 	m, ok := st.modes[subject]
 	if !ok {
-		if len(st.subjects[subject]) == 0 {
-			return nil, nil, errSubjectNotFound(subject)
-		}
-		return nil, nil, newErr(http.StatusNotFound, codeSubjectNoMode, "Subject '%s' does not have subject-level mode configured", subject)
+		// Confluent: no mode of the subject's own is 40401.
+		return nil, nil, errSubjectNotFound(subject)
 	}
 	return []Record{{Key: modeKey(subject)}}, map[string]string{"mode": m}, nil
 }

@@ -54,6 +54,8 @@ type Config struct {
 	// ForwardTLS, when set, is the client TLS configuration writes are
 	// forwarded to the leader's registry with (its listener serves TLS).
 	ForwardTLS *tls.Config
+	// ClusterID is the Kafka cluster's id, as GET /v1/metadata/id names it.
+	ClusterID string
 }
 
 // DefaultConfig is the default configuration.
@@ -68,6 +70,10 @@ type SchemaInfo struct {
 	Type       schema.Type
 	Schema     string
 	References []Reference
+	// Parsed is the schema parsed, with its references; nil when this
+	// build cannot parse it. The produce-side checks take record names
+	// and payload decoders from it (internal/schemacheck).
+	Parsed *schema.Schema
 }
 
 type subjectID struct {
@@ -289,6 +295,7 @@ func (r *Registry) release(id int) {
 
 // reindex sets whether subject has a live version of id. mu held.
 func (r *Registry) reindex(subject string, id int) {
+	r.st.indexUse(subject, id)
 	for _, v := range r.st.subjects[subject] {
 		if v.id == id && !v.deleted {
 			r.under.Store(subjectID{subject, id}, struct{}{})

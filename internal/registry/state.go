@@ -35,6 +35,9 @@ type state struct {
 	configs  map[string]schema.Level
 	modes    map[string]string
 	maxID    int
+	// usedBy: the subjects with a version of each id, soft-deleted ones
+	// included (authz.go, kept by reindex).
+	usedBy map[int]map[string]struct{}
 }
 
 func newState() *state {
@@ -156,6 +159,6 @@ func (st *state) newContent(id int, t schema.Type, text string, refs []Reference
 		}
 	}
 	c.key = identity(t, canonical, refs)
-	c.info = &SchemaInfo{ID: id, Type: t, Schema: text, References: refs}
+	c.info = &SchemaInfo{ID: id, Type: t, Schema: text, References: refs, Parsed: c.parsed}
 	return c
 }

@@ -49,6 +49,7 @@ type registryDeps struct {
 	serverTLS, clientTLS *tls.Config
 	guard                *adminapi.Guard
 	logger               *slog.Logger
+	clusterID            string // answered on GET /v1/metadata/id
 }
 
 // startRegistry starts tailing _schemas (created by the first write) and
@@ -80,6 +81,7 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 	}
 	rcfg := registry.DefaultConfig()
 	rcfg.ForwardTLS = d.clientTLS
+	rcfg.ClusterID = d.clusterID
 	reg := registry.New(rcfg, store, fwd, d.logger)
 	rctx, cancel := context.WithCancel(context.Background())
 	sr := &schemaRegistry{reg: reg, store: store, ln: ln, cancel: cancel, done: make(chan struct{})}
@@ -88,11 +90,17 @@ func startRegistry(ctx context.Context, addr string, d registryDeps) (*schemaReg
 		reg.Run(rctx)
 	}()
 	var check registry.CheckFunc
+	var authorize registry.AuthorizeFunc
 	if d.guard != nil && d.guard.Required {
+		// Users authenticate as SASL users, and the broker's ACLs decide
+		// what they may do, subject by subject (docs/schema-registry.md).
 		check = d.guard.Check
+		if d.guard.Authz != nil {
+			authorize = d.guard.Authz.Authorized
+		}
 	}
 	// A slow client holds a connection no longer than a minute per request.
-	sr.srv = &http.Server{Handler: reg.Handler(check), ReadHeaderTimeout: 10 * time.Second,
+	sr.srv = &http.Server{Handler: reg.AuthorizedHandler(check, authorize), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go sr.srv.Serve(ln)
 	return sr, nil

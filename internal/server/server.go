@@ -44,6 +44,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/quota"
 	"github.com/sluice-mq/sluice/internal/schemacheck"
 	"github.com/sluice-mq/sluice/internal/scram"
+	"github.com/sluice-mq/sluice/internal/security"
 	"github.com/sluice-mq/sluice/internal/txn"
 )
 
@@ -256,6 +257,8 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 		},
 		Topology: topologyFor(glue),
 	}
+	required := schemacheck.Required(patterns(cfg.Governance.SchemaRequired))
+	bcfg.SchemaRequired = required
 	maps.Copy(bcfg.Static, securityConfigs(cfg, lspecs, lns))
 	b := broker.New(bcfg, engine, md, logger.With("component", "broker"))
 	if err := b.LoadDynamic(ctx); err != nil {
@@ -380,7 +383,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.Lineage.Enabled {
 		kcfg.Lineage = lin
 	}
-	schemas := schemacheck.New(engine)
+	schemas := schemacheck.New(engine, schemacheck.Options{SchemaRequired: required, TopicDefaults: b.TopicDefaults})
 	kcfg.Schemas = schemas
 	var (
 		delays      *delay.Service
@@ -467,7 +470,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 
 	guard := adminGuard(lspecs, creds, authz)
 	if cfg.SchemaRegistry.Listen != "" {
-		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry")}
+		d := registryDeps{engine: engine, md: md, glue: glue, node: cfg.NodeID, host: host, guard: guard, logger: logger.With("component", "registry"), clusterID: clusterID}
 		if glue != nil {
 			d.reader = append([]kgo.Opt{kgo.SeedBrokers(interAddr)}, interOpts...)
 		}
@@ -485,7 +488,9 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 	if cfg.AdminListen != "" {
 		if err := s.startAdmin(cfg.AdminListen, adminRoutes{reg: reg, delays: delays, lags: lags, engine: engine, lineage: lin, groups: lagGroups,
 			facts: brokerFacts{node: cfg.NodeID, e: engine, budget: mem.Budget}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler()}); err != nil {
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
+			replay:   replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts),
+			security: security.New(creds, authz, quotas, guard)}); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -534,17 +539,22 @@ func (s *Server) ClusterID() string { return s.clusterID }
 func (s *Server) Engine() *log.Engine { return s.engine }
 
 // Close stops serving and flushes everything to disk. In cluster mode it
-// first hands every partition it leads to other brokers.
+// first hands every partition it leads to other brokers. It logs how long
+// each stage took ("stopped"), so a slow stop says where its time went.
 func (s *Server) Close() error {
+	st := stopStages{began: time.Now(), last: time.Now()}
 	if s.node != nil {
+		s.engine.Stopping()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := s.node.Close(ctx); err != nil {
 			s.logger.Warn("cluster hand-off incomplete", "err", err)
 		}
 		cancel()
+		st.mark("cluster_handoff")
 	}
 	s.cancel()
 	<-s.watching
+	st.mark("watchers")
 	if s.admin != nil {
 		s.admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -552,7 +562,9 @@ func (s *Server) Close() error {
 		cancel()
 	}
 	s.registry.close()
+	st.mark("admin_registry")
 	s.kafka.Close()
+	st.mark("kafka_listeners")
 	if err := s.lineage.Close(); err != nil {
 		s.logger.Warn("lineage: last flush failed", "err", err)
 	}
@@ -562,16 +574,33 @@ func (s *Server) Close() error {
 	if s.delayClient != nil {
 		s.delayClient.Close()
 	}
+	st.mark("lineage_delays")
 	s.txns.Close()
 	s.groups.Close()
 	if s.markerClient != nil {
 		s.markerClient.Close()
 	}
+	st.mark("coordinators")
 	err := s.engine.Close()
+	st.mark("log_engine")
 	if cerr := s.md.Close(); err == nil {
 		err = cerr
 	}
+	st.mark("meta")
+	s.logger.Info("stopped", append([]any{"took", time.Since(st.began).Round(time.Millisecond)}, st.attrs...)...)
 	return err
+}
+
+// stopStages times the stages of Close.
+type stopStages struct {
+	began, last time.Time
+	attrs       []any
+}
+
+func (st *stopStages) mark(stage string) {
+	now := time.Now()
+	st.attrs = append(st.attrs, stage, now.Sub(st.last).Round(time.Millisecond))
+	st.last = now
 }
 
 // advertised is the host and port a listener bound to bind (as bound)
@@ -672,6 +701,15 @@ func startDelays(ctx context.Context, cfg config.Config, engine *log.Engine, reg
 		return nil, err
 	}
 	return d, nil
+}
+
+// patterns compiles governance patterns (config.Validate checked them).
+func patterns(ps []string) []*regexp.Regexp {
+	out := make([]*regexp.Regexp, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, regexp.MustCompile(p))
+	}
+	return out
 }
 
 // namePattern compiles the governance pattern (config.Validate checked

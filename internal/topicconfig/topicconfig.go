@@ -48,6 +48,16 @@ type Def struct {
 	BrokerKey string
 }
 
+// strategyPrefix is the package of Confluent's subject name strategies;
+// strategies are the values the strategy configs take (the same list as
+// schemacheck.StrategyValues).
+const strategyPrefix = "io.confluent.kafka.serializers.subject."
+
+var strategies = []string{
+	strategyPrefix + "TopicNameStrategy", strategyPrefix + "RecordNameStrategy", strategyPrefix + "TopicRecordNameStrategy",
+	"TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy",
+}
+
 func oneOf(vals ...string) func(string) error {
 	return func(v string) error {
 		for _, ok := range vals {
@@ -155,9 +165,17 @@ var defs = []Def{
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Check: atLeast(1), BrokerKey: "min.insync.replicas",
 		Doc: "Accepted for compatibility; an acks=all write is acknowledged once durable in the storage layer, which replaces in-sync replicas."},
 	{Name: "sluice.value.schema.validation", Type: TypeBoolean, Default: "false",
-		Doc: "Take only records whose value carries a schema id registered under <topic>-value in the broker's schema registry (docs/schema-registry.md)."},
+		Doc: "Take only records whose value carries a schema id registered in the broker's schema registry under the subject of sluice.value.subject.name.strategy (default <topic>-value). Defaults to true for topics matching governance.schema_required (docs/schema-registry.md)."},
 	{Name: "sluice.key.schema.validation", Type: TypeBoolean, Default: "false",
-		Doc: "Take only records whose key carries a schema id registered under <topic>-key in the broker's schema registry (docs/schema-registry.md)."},
+		Doc: "Take only records whose key carries a schema id registered in the broker's schema registry under the subject of sluice.key.subject.name.strategy (default <topic>-key) (docs/schema-registry.md)."},
+	{Name: "sluice.value.schema.validation.decode", Type: TypeBoolean, Default: "false",
+		Doc: "Also check that each record's value decodes with the schema its id names (Avro, Protobuf, JSON Schema); turns the value's validation on (docs/schema-registry.md)."},
+	{Name: "sluice.key.schema.validation.decode", Type: TypeBoolean, Default: "false",
+		Doc: "Also check that each record's key decodes with the schema its id names; turns the key's validation on (docs/schema-registry.md)."},
+	{Name: "sluice.value.subject.name.strategy", Type: TypeString, Default: strategyPrefix + "TopicNameStrategy", Check: oneOf(strategies...),
+		Doc: "The subject a value's schema id must be registered under, as Confluent's confluent.value.subject.name.strategy: TopicNameStrategy (<topic>-value), RecordNameStrategy (the record name), TopicRecordNameStrategy (<topic>-<record name>), with or without the io.confluent.kafka.serializers.subject. prefix."},
+	{Name: "sluice.key.subject.name.strategy", Type: TypeString, Default: strategyPrefix + "TopicNameStrategy", Check: oneOf(strategies...),
+		Doc: "The subject a key's schema id must be registered under, as Confluent's confluent.key.subject.name.strategy (values as sluice.value.subject.name.strategy; TopicNameStrategy: <topic>-key)."},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerKey: "log.preallocate",
 		Doc: "Accepted for compatibility; sluice does not preallocate files."},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerKey: "log.retention.bytes",

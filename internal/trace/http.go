@@ -38,7 +38,8 @@ func (t *Tracer) Handler() http.Handler {
 
 // ParseQuery reads a query from parameters: topic, key, header
 // (NAME=VALUE), partition, offset, start_offset, from, to (RFC 3339, Unix ms, or a
-// duration meaning that long before now), limit.
+// duration meaning that long before now), limit, raw (1: keys and values
+// as bytes too).
 func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	get := v.Get
 	q := Query{Topic: get("topic"), Partition: -1, Offset: -1, StartOffset: -1}
@@ -102,6 +103,7 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		}
 		q.Limit = v
 	}
+	q.Raw = get("raw") == "1"
 	if !q.HasKey && q.HeaderName == "" && q.Offset < 0 && q.StartOffset < 0 && q.From == 0 && q.To == 0 {
 		return bad("give a key, a header, a partition and offset (or start_offset), or a time range (from/to)")
 	}

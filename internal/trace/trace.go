@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,14 @@ type Query struct {
 	Limit int
 	// MaxScanBytes bounds the bytes read (default 4 GiB).
 	MaxScanBytes int64
+	// Raw adds each record's key and value bytes (KeyRaw, ValueRaw) when
+	// they are at most RawMax bytes: for decoders (the console's schema
+	// registry view).
+	Raw bool
 }
+
+// RawMax bounds a key or value returned as bytes (Query.Raw).
+const RawMax = 64 << 10
 
 // Header is one record header.
 type Header struct {
@@ -118,6 +126,8 @@ type Record struct {
 	Key           *string         `json:"key"`
 	ValueBytes    int             `json:"value_bytes"`
 	Value         string          `json:"value_preview"`
+	KeyRaw        []byte          `json:"key_raw,omitempty"`
+	ValueRaw      []byte          `json:"value_raw,omitempty"`
 	Headers       []Header        `json:"headers"`
 	Producer      Producer        `json:"producer"`
 	Transaction   string          `json:"transaction"`
@@ -376,6 +386,14 @@ func (s *scan) batch(ctx context.Context, p int32, bt []byte, from int64) (bool,
 		if r.Key != nil {
 			k := preview(r.Key)
 			rec.Key = &k
+		}
+		if q.Raw {
+			if len(r.Key) <= RawMax {
+				rec.KeyRaw = bytes.Clone(r.Key)
+			}
+			if len(r.Value) <= RawMax {
+				rec.ValueRaw = bytes.Clone(r.Value)
+			}
 		}
 		for _, hd := range r.Headers {
 			rec.Headers = append(rec.Headers, Header{Key: hd.Key, Value: preview(hd.Value)})

@@ -23,9 +23,17 @@ type App struct {
 	m    *metrics
 
 	bal *copartitionBalancer
+	sb  *standbys
+	// reps maps a task group's resolved representative topic to its ref.
+	reps map[string]topicRef
 
 	mu    sync.Mutex
-	tasks map[taskID]*task
+	tasks map[taskID]*task // active tasks, restored and processing
+	// opening holds assigned tasks whose stores are being restored on
+	// their own goroutine; their partitions are paused until it is done.
+	opening map[taskID]*opening
+	// restoreErr is the first failed restore; the poll loop returns it.
+	restoreErr error
 	// partitions is each task group's partition count, known once the
 	// internal topics are set up.
 	partitions map[topicRef]int32
@@ -41,6 +49,19 @@ type App struct {
 	// current transaction (ExactlyOnce), to rewind partitions that have no
 	// committed offset when it aborts. Guarded by mu.
 	firstInTxn map[string]map[int32]int64
+	// polledInTxn counts the records polled in the current transaction;
+	// none, and it is not committed. Guarded by mu.
+	polledInTxn int
+
+	globals globalsRef // global tables (global.go), set before processing
+}
+
+// opening is a task being restored.
+type opening struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the restore goroutine has returned
+	parts  map[string][]int32
+	cl     *kgo.Client // the group client, to resume the partitions
 }
 
 // New checks the configuration and returns an App ready to Run.
@@ -60,10 +81,18 @@ func New(topo *Topology, opts ...Opt) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streams: registering metrics: %w", err)
 	}
-	return &App{
+	a := &App{
 		cfg: cfg, topo: topo, log: cfg.logger.With("app", cfg.appID, "instance", cfg.instanceID), m: m,
-		tasks: map[taskID]*task{}, bal: newCopartitionBalancer(topo, cfg.appID, cfg.endpoint),
-	}, nil
+		tasks: map[taskID]*task{}, opening: map[taskID]*opening{}, reps: map[string]topicRef{},
+		bal: newCopartitionBalancer(topo, cfg.appID, cfg.endpoint),
+	}
+	for _, rep := range topo.groups {
+		a.reps[rep.resolve(cfg.appID)] = rep
+	}
+	a.bal.standbys = cfg.standbys
+	a.sb = newStandbys(a)
+	a.bal.held = a.sb.held
+	return a, nil
 }
 
 func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -73,23 +102,34 @@ func (a *App) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // Run processes records until ctx is done, then commits what it processed,
-// leaves the group and returns nil; or it returns the first error that
-// stops processing.
+// flushes and checkpoints its stores, leaves the group and returns nil; or
+// it returns the first error that stops processing.
 func (a *App) Run(ctx context.Context) error {
 	if err := a.ensureTopics(ctx); err != nil {
 		return err
 	}
+	stopGlobals, err := a.startGlobals(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopGlobals()
 	a.ctx = context.WithoutCancel(ctx)
-	opts := a.clientOpts(
+	// A partition resumed after its task restored joins the fetches only
+	// once the in-flight fetch returns, which on an idle partition is
+	// FetchMaxWait: kgo's 5s default would hold a restored task that long.
+	// 500ms is the Java consumer's default; ClientOpts may change it.
+	opts := append([]kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond)}, a.clientOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(a.topo.sourceTopics(a.cfg.appID)...),
 		kgo.Balancers(a.bal),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(newPartitioner()),
+		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
-	)
+	)...)
+	defer a.sb.close()
 	defer a.closeTasks()
 	if a.cfg.guarantee == ExactlyOnce {
 		return a.runExactlyOnce(ctx, append(opts,
@@ -109,8 +149,20 @@ func (a *App) send(topic string, partition int32, key, value []byte, ts time.Tim
 	a.prod.Produce(a.ctx, r, promise)
 }
 
-// process runs polled records through their tasks, opening (and
-// restoring) a task on its first record.
+// taskOf names the task that reads partition p of a resolved topic.
+func (a *App) taskOf(topic string, p int32) (taskID, bool) {
+	src := a.topo.sourceFor(a.cfg.appID, topic)
+	if src == nil {
+		return taskID{}, false
+	}
+	return taskID{Topic: a.topo.groups[src.ref].resolve(a.cfg.appID), Partition: p}, true
+}
+
+// process runs polled records through their tasks. Records of a task that
+// is still restoring (fetched before its partitions were paused) are given
+// back: the partition is set back to its first record and paused. Records
+// of a partition no longer assigned are skipped: it was revoked after the
+// poll, and the transaction they were read in aborts.
 func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
@@ -128,6 +180,20 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 		if err != nil || len(p.Records) == 0 {
 			return
 		}
+		a.polledInTxn += len(p.Records)
+		id, ok := a.taskOf(p.Topic, p.Partition)
+		if !ok {
+			err = fmt.Errorf("streams: record from %q, which the topology does not read", p.Topic)
+			return
+		}
+		t := a.tasks[id]
+		if t == nil {
+			if op := a.opening[id]; op != nil {
+				op.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.Topic: {p.Partition: {Epoch: -1, Offset: p.Records[0].Offset}}})
+				op.cl.PauseFetchPartitions(op.parts)
+			}
+			return
+		}
 		if a.firstInTxn != nil {
 			ps := a.firstInTxn[p.Topic]
 			if ps == nil {
@@ -138,32 +204,36 @@ func (a *App) process(ctx context.Context, fs kgo.Fetches) error {
 				ps[p.Partition] = p.Records[0].Offset
 			}
 		}
-		var t *task
-		if t, err = a.task(ctx, p.Topic, p.Partition); err != nil {
-			return
+	})
+	if err != nil {
+		return err
+	}
+	// Each open task's records in timestamp order across its partitions
+	// (order.go); those of tasks still restoring were given back above.
+	for _, tr := range a.topo.byTask(a.cfg.appID, fs) {
+		id, _ := a.taskOf(tr.topic, tr.partition)
+		t := a.tasks[id]
+		if t == nil {
+			continue
 		}
-		for _, r := range p.Records {
-			if err = t.process(r); err != nil {
-				return
+		for _, r := range tr.records {
+			if err := t.process(r); err != nil {
+				return err
 			}
 		}
-	})
-	return err
+	}
+	return nil
 }
 
-// task returns the open task that reads partition p of topic, opening and
-// restoring it if needed. a.mu is held.
-func (a *App) task(ctx context.Context, topic string, p int32) (*task, error) {
-	rep, srcs, ok := a.topo.taskSources(a.cfg.appID, topic)
+// openTask opens task id's database and restores its stores from their
+// changelogs. The caller owns the task (no one else has its database open).
+func (a *App) openTask(ctx context.Context, id taskID) (*task, error) {
+	rep := a.reps[id.Topic]
+	_, srcs, ok := a.topo.taskSources(a.cfg.appID, id.Topic)
 	if !ok {
-		return nil, fmt.Errorf("streams: record from %q, which the topology does not read", topic)
+		return nil, fmt.Errorf("streams: task %s reads no topic of the topology", id)
 	}
-	id := taskID{Topic: rep.resolve(a.cfg.appID), Partition: p}
-	if t := a.tasks[id]; t != nil {
-		return t, nil
-	}
-	dir := filepath.Join(a.cfg.stateDir, a.cfg.appID, id.String())
-	db, err := pebble.Open(dir, storeOptions())
+	db, err := pebble.Open(a.taskDir(id), storeOptions())
 	if err != nil {
 		return nil, fmt.Errorf("streams: opening the store of task %s: %w", id, err)
 	}
@@ -174,25 +244,45 @@ func (a *App) task(ctx context.Context, topic string, p int32) (*task, error) {
 			return nil, err
 		}
 	}
-	a.tasks[id] = t
-	a.log.Info("task opened", "task", id.String())
 	return t, nil
 }
 
+func (a *App) taskDir(id taskID) string {
+	return filepath.Join(a.cfg.stateDir, a.cfg.appID, id.String())
+}
+
+// closeTask closes an active task: its uncommitted work is dropped (the
+// transaction that carried it aborts, or under AtLeastOnce it was
+// committed just before), its database's log is synced and closed. a.mu is
+// held.
 func (a *App) closeTask(id taskID) {
 	t := a.tasks[id]
 	if t == nil {
 		return
 	}
 	t.abort()
+	if err := t.db.LogData(nil, pebble.Sync); err != nil {
+		a.log.Warn("syncing a task's store", "task", id.String(), "err", err)
+	}
 	if err := t.db.Close(); err != nil {
 		a.log.Warn("closing a task's store", "task", id.String(), "err", err)
 	}
 	delete(a.tasks, id)
+	a.m.tasksClosed.Inc()
+	a.m.tasks.WithLabelValues("active").Set(float64(len(a.tasks)))
 	a.log.Info("task closed", "task", id.String())
 }
 
+// closeTasks stops every restore and closes every task, at the end of Run.
 func (a *App) closeTasks() {
+	a.mu.Lock()
+	ops := a.opening
+	a.opening = map[taskID]*opening{}
+	a.mu.Unlock()
+	for _, op := range ops {
+		op.cancel()
+		<-op.done
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id := range a.tasks {
@@ -209,8 +299,12 @@ func (a *App) flushAll() error {
 	return nil
 }
 
-// sendErr is the first produce error of any task. a.mu is held.
+// sendErr is the first produce error of any task, or the first failed
+// restore. a.mu is held.
 func (a *App) sendErr() error {
+	if a.restoreErr != nil {
+		return a.restoreErr
+	}
 	for _, t := range a.tasks {
 		if err := t.err(); err != nil {
 			return err
@@ -232,35 +326,4 @@ func (a *App) finish(committed bool) error {
 		}
 	}
 	return nil
-}
-
-// dropTasks closes the tasks of partitions this instance no longer owns.
-// Their uncommitted work is dropped: under ExactlyOnce the transaction
-// aborts; a new owner restores from the changelog.
-func (a *App) dropTasks(parts map[string][]int32) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for topic, ps := range parts {
-		rep, _, ok := a.topo.taskSources(a.cfg.appID, topic)
-		if !ok {
-			continue
-		}
-		for _, p := range ps {
-			a.closeTask(taskID{Topic: rep.resolve(a.cfg.appID), Partition: p})
-		}
-	}
-}
-
-func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	a.dropTasks(lost)
-}
-
-func (a *App) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	if a.cfg.guarantee == AtLeastOnce && len(revoked) > 0 {
-		// Commit what was processed before the partitions move.
-		if err := a.commitAtLeastOnce(ctx, cl); err != nil {
-			a.log.Warn("commit on revoke", "err", err)
-		}
-	}
-	a.dropTasks(revoked)
 }

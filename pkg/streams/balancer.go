@@ -11,20 +11,42 @@ import (
 )
 
 // copartitionBalancer assigns tasks, not partitions: partition p of every
-// topic of a task group goes to one member. It is eager (every rebalance
-// revokes everything, as Kafka Streams' assignor did before KIP-429) and
-// sticky: a member keeps the tasks it owned while it is under the fair
-// share, so its stores stay where they are.
+// topic of a task group goes to one member. It is cooperative (KIP-429):
+// kgo revokes from a member only the partitions that move away from it,
+// in a first round, and hands them to their new owner in a second one, so
+// tasks that stay keep running and keep their open stores. It is sticky: a
+// member keeps the tasks it owned while it is under its fair share.
 //
-// Members send their query endpoint in their metadata's UserData; the
-// leader sends every member the map of task owners' endpoints in the
-// assignment's UserData, so any member can route a query.
+// It also places standby replicas: each task gets up to standbys other
+// members that keep a warm copy of its stores by tailing the changelogs.
+// A task without an owner (its owner left) goes preferably to a member
+// that held it as a standby, so the new owner restores only the tail.
+//
+// Members send a memberInfo (query endpoint, standby tasks held) as JSON
+// in their metadata's UserData; the leader sends every member an
+// assignInfo (every task owner's endpoint, the member's standby tasks) in
+// the assignment's UserData, as Kafka Streams does.
 type copartitionBalancer struct {
 	group    map[string]string // resolved topic -> its task group's representative
 	endpoint string
+	standbys int // standby replicas per task, when this member leads
 
-	mu     sync.Mutex
-	owners map[string]map[int32]string // group -> partition -> endpoint, from the last assignment
+	mu      sync.Mutex
+	owners  map[string]map[int32]string // group -> partition -> endpoint, from the last assignment
+	standby map[string][]int32          // group -> partitions this member should keep warm
+	held    func() map[string][]int32   // standby tasks this member holds now (nil: none)
+}
+
+// memberInfo is a member's UserData in JoinGroup.
+type memberInfo struct {
+	Endpoint string             `json:"endpoint,omitempty"`
+	Standby  map[string][]int32 `json:"standby,omitempty"`
+}
+
+// assignInfo is the UserData of a member's assignment.
+type assignInfo struct {
+	Owners  map[string]map[int32]string `json:"owners,omitempty"`
+	Standby map[string][]int32          `json:"standby,omitempty"`
 }
 
 func newCopartitionBalancer(t *Topology, app, endpoint string) *copartitionBalancer {
@@ -43,12 +65,33 @@ func (b *copartitionBalancer) owner(group string, p int32) string {
 	return b.owners[group][p]
 }
 
-func (*copartitionBalancer) ProtocolName() string { return "sluice-streams-copartition" }
-func (*copartitionBalancer) IsCooperative() bool  { return false }
+// standbyTasks is the standby tasks the last assignment gave this member.
+func (b *copartitionBalancer) standbyTasks() map[string][]int32 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.standby
+}
+
+func (*copartitionBalancer) ProtocolName() string { return "sluice-streams-cooperative" }
+func (*copartitionBalancer) IsCooperative() bool  { return true }
+
+func (b *copartitionBalancer) groupOf(topic string) string {
+	if g, ok := b.group[topic]; ok {
+		return g
+	}
+	return topic
+}
 
 func (b *copartitionBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
-	meta.UserData = []byte(b.endpoint)
+	info := memberInfo{Endpoint: b.endpoint}
+	b.mu.Lock()
+	held := b.held
+	b.mu.Unlock()
+	if held != nil {
+		info.Standby = held()
+	}
+	meta.UserData, _ = json.Marshal(info) // maps of strings and ints always marshal
 	meta.Version = 2
 	meta.Topics = interests
 	meta.Generation = generation
@@ -67,14 +110,14 @@ func (b *copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string
 	if err := a.ReadFrom(assignment); err != nil {
 		return nil, fmt.Errorf("streams: parsing an assignment: %w", err)
 	}
-	owners := map[string]map[int32]string{}
+	var info assignInfo
 	if len(a.UserData) > 0 {
-		if err := json.Unmarshal(a.UserData, &owners); err != nil {
+		if err := json.Unmarshal(a.UserData, &info); err != nil {
 			return nil, fmt.Errorf("streams: parsing the task owners of an assignment: %w", err)
 		}
 	}
 	b.mu.Lock()
-	b.owners = owners
+	b.owners, b.standby = info.Owners, info.Standby
 	b.mu.Unlock()
 	out := map[string][]int32{}
 	for _, t := range a.Topics {
@@ -83,20 +126,21 @@ func (b *copartitionBalancer) ParseSyncAssignment(assignment []byte) (map[string
 	return out, nil
 }
 
-// withOwners adds the task owners' endpoints to every member's assignment.
-type withOwners struct {
+// withInfo adds each member's assignInfo to its assignment.
+type withInfo struct {
 	plan   kgo.IntoSyncAssignment
-	owners []byte
+	owners map[string]map[int32]string
+	stand  map[string]map[string][]int32 // member id -> its standby tasks
 }
 
-func (w withOwners) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
+func (w withInfo) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment {
 	out := w.plan.IntoSyncAssignment()
 	for i := range out {
 		var a kmsg.ConsumerMemberAssignment
 		if err := a.ReadFrom(out[i].MemberAssignment); err != nil {
 			continue // kgo wrote it; it parses
 		}
-		a.UserData = w.owners
+		a.UserData, _ = json.Marshal(assignInfo{Owners: w.owners, Standby: w.stand[out[i].MemberID]})
 		out[i].MemberAssignment = a.AppendTo(nil)
 	}
 	return out
@@ -116,15 +160,13 @@ type taskKey struct {
 }
 
 // Balance gives each task to one member: first back to its previous owner
-// while that member is under its share, then to the least loaded member.
+// while that member is under its share, then to a member that held it as
+// a standby, then to the least loaded member. Then it places standbys.
 func (b *copartitionBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	members := cb.Members()
 	tasks := map[taskKey][]string{} // task -> its topics
 	for topic := range cb.MemberTopics() {
-		g, ok := b.group[topic]
-		if !ok {
-			g = topic
-		}
+		g := b.groupOf(topic)
 		for p := int32(0); p < topics[topic]; p++ {
 			k := taskKey{g, p}
 			tasks[k] = append(tasks[k], topic)
@@ -137,47 +179,33 @@ func (b *copartitionBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[strin
 	sort.Slice(keys, func(i, j int) bool {
 		return keys[i].group < keys[j].group || keys[i].group == keys[j].group && keys[i].partition < keys[j].partition
 	})
-	share := (len(keys) + len(members) - 1) / max(len(members), 1)
 	owner := map[taskKey]int{}
+	warm := map[taskKey][]int{} // task -> members holding a standby of it
 	endpoints := make([]string, len(members))
+	index := map[string]int{}
+	for i := range members {
+		index[members[i].MemberID] = i
+	}
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		for i := range members {
-			if members[i].MemberID != m.MemberID {
-				continue
+		i := index[m.MemberID]
+		var info memberInfo
+		if json.Unmarshal(meta.UserData, &info) != nil {
+			info = memberInfo{}
+		}
+		endpoints[i] = info.Endpoint
+		for _, o := range meta.OwnedPartitions {
+			for _, p := range o.Partitions {
+				owner[taskKey{b.groupOf(o.Topic), p}] = i
 			}
-			endpoints[i] = string(meta.UserData)
-			for _, o := range meta.OwnedPartitions {
-				g, ok := b.group[o.Topic]
-				if !ok {
-					g = o.Topic
-				}
-				for _, p := range o.Partitions {
-					owner[taskKey{g, p}] = i
-				}
+		}
+		for g, ps := range info.Standby {
+			for _, p := range ps {
+				k := taskKey{g, p}
+				warm[k] = append(warm[k], i)
 			}
 		}
 	})
-	load := make([]int, len(members))
-	assigned := map[taskKey]int{}
-	for _, k := range keys {
-		if i, ok := owner[k]; ok && load[i] < share {
-			assigned[k] = i
-			load[i]++
-		}
-	}
-	for _, k := range keys {
-		if _, ok := assigned[k]; ok {
-			continue
-		}
-		best := 0
-		for i := range load {
-			if load[i] < load[best] {
-				best = i
-			}
-		}
-		assigned[k] = best
-		load[best]++
-	}
+	assigned := assignTasks(keys, len(members), owner, warm)
 	plan := cb.NewPlan()
 	owners := map[string]map[int32]string{}
 	for _, k := range keys {
@@ -190,9 +218,103 @@ func (b *copartitionBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[strin
 		}
 		owners[k.group][k.partition] = endpoints[assigned[k]]
 	}
-	data, err := json.Marshal(owners)
-	if err != nil {
-		cb.SetError(err)
+	// Cooperative: a task moving from one member to another is left out
+	// of this round; its old owner revokes it and rejoins, and the next
+	// round gives it to its new owner.
+	plan.AdjustCooperative(cb)
+	stand := map[string]map[string][]int32{}
+	for k, ms := range placeStandbys(keys, len(members), b.standbys, assigned, owner, warm) {
+		for _, i := range ms {
+			id := members[i].MemberID
+			if stand[id] == nil {
+				stand[id] = map[string][]int32{}
+			}
+			stand[id][k.group] = append(stand[id][k.group], k.partition)
+		}
 	}
-	return withOwners{plan: plan, owners: data}
+	return withInfo{plan: plan, owners: owners, stand: stand}
+}
+
+// assignTasks gives each task (keys, in order) to one of n members: each
+// member gets n/len or one more, previous owners keep their tasks within
+// that, and a task without one goes to a member holding it warm if one has
+// room, else to the least loaded member.
+func assignTasks(keys []taskKey, n int, owner map[taskKey]int, warm map[taskKey][]int) map[taskKey]int {
+	base, extra := len(keys)/max(n, 1), len(keys)%max(n, 1)
+	load := make([]int, n)
+	room := func(i int) bool { return load[i] < base || load[i] == base && extra > 0 }
+	take := func(k taskKey, i int, assigned map[taskKey]int) {
+		if load[i] == base {
+			extra--
+		}
+		load[i]++
+		assigned[k] = i
+	}
+	assigned := map[taskKey]int{}
+	for _, k := range keys {
+		if i, ok := owner[k]; ok && i < n && room(i) {
+			take(k, i, assigned)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := assigned[k]; ok {
+			continue
+		}
+		best := -1
+		for _, i := range warm[k] {
+			if i < n && room(i) && (best < 0 || load[i] < load[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			for i := range load {
+				if room(i) && (best < 0 || load[i] < load[best]) {
+					best = i
+				}
+			}
+		}
+		take(k, best, assigned)
+	}
+	return assigned
+}
+
+// placeStandbys picks up to want members other than the owner for each
+// task: members that already hold it (warm, or its previous owner) first,
+// then the members after the owner in member order.
+func placeStandbys(keys []taskKey, n, want int, assigned, owner map[taskKey]int, warm map[taskKey][]int) map[taskKey][]int {
+	out := map[taskKey][]int{}
+	if want <= 0 || n < 2 {
+		return out
+	}
+	want = min(want, n-1)
+	for _, k := range keys {
+		own := assigned[k]
+		var picked []int
+		add := func(i int) {
+			if i == own || i < 0 || i >= n || len(picked) >= want || slicesContains(picked, i) {
+				return
+			}
+			picked = append(picked, i)
+		}
+		if prev, ok := owner[k]; ok {
+			add(prev)
+		}
+		for _, i := range warm[k] {
+			add(i)
+		}
+		for d := 1; d < n; d++ {
+			add((own + d) % n)
+		}
+		out[k] = picked
+	}
+	return out
+}
+
+func slicesContains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

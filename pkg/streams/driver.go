@@ -26,6 +26,7 @@ type TestDriver struct {
 	offsets map[string]int64
 	topics  map[string][]*kgo.Record // everything written, per topic
 	read    map[string]int           // how much of topics Output has returned
+	globals *globalState             // global tables, opened on first use (driver_global.go)
 }
 
 // TestDriverApplicationID is the application id a TestDriver runs under:
@@ -61,7 +62,7 @@ func (d *TestDriver) send(topic string, _ int32, key, value []byte, ts time.Time
 	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: ts, Headers: hdrs, Offset: d.offsets[topic]}
 	d.offsets[topic]++
 	d.topics[topic] = append(d.topics[topic], r)
-	if d.topo.sourceFor(d.app, topic) != nil {
+	if d.topo.sourceFor(d.app, topic) != nil || d.topo.globalFor(topic) != nil {
 		d.queue = append(d.queue, r)
 	}
 	promise(r, nil)
@@ -95,6 +96,12 @@ func (d *TestDriver) pipe(r *kgo.Record) error {
 	for len(d.queue) > 0 {
 		r := d.queue[0]
 		d.queue = d.queue[1:]
+		if done, err := d.applyGlobal(r); done || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		t, err := d.task(r.Topic)
 		if err != nil {
 			return err

@@ -35,8 +35,11 @@ func Repartition[K, V any](s *KStream[K, V], ks Serde[K], vs Serde[V], name stri
 // KTable is a table's stream of updates: each record is the new value of
 // its key. Store is the state store holding the table.
 type KTable[K, V any] struct {
-	b       *Builder
-	n       *node[K, V]
+	b *Builder
+	n *node[K, V]
+	// dels receives a record for every key deleted from the table (Value
+	// is the zero value); nil for tables that never delete.
+	dels    *node[K, V]
 	origins []topicRef
 	store   string
 	// ks and vs encode the store's keys and values, for joins; nil for

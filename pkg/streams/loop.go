@@ -26,11 +26,14 @@ func (a *App) runExactlyOnce(ctx context.Context, opts []kgo.Opt) error {
 	for {
 		a.mu.Lock()
 		a.firstInTxn = map[string]map[int32]int64{}
+		a.polledInTxn = 0
 		a.mu.Unlock()
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("streams: beginning a transaction: %w", err)
 		}
+		began := time.Now()
 		perr := a.pollFor(ctx, sess.PollFetches)
+		polled := time.Now()
 		a.mu.Lock()
 		a.flushAll()
 		a.mu.Unlock()
@@ -39,17 +42,26 @@ func (a *App) runExactlyOnce(ctx context.Context, opts []kgo.Opt) error {
 		ferr := sess.Client().Flush(endCtx)
 		a.mu.Lock()
 		serr := a.sendErr()
+		empty := a.polledInTxn == 0
 		a.mu.Unlock()
 		how := kgo.TryCommit
-		if perr != nil || ferr != nil || serr != nil {
+		if perr != nil || ferr != nil || serr != nil || empty {
+			// An empty transaction has nothing to commit, and ending it
+			// with a commit costs: franz-go, seeing no TxnOffsetCommit
+			// (so no KIP-447 answer), holds its rebalance lock for 500ms
+			// after it, which the next End waits out. Idle, an instance
+			// then went through transactions of 600ms and picked up a
+			// new record that much later. Aborting one sends nothing.
 			how = kgo.TryAbort
 		}
 		committed, err := sess.End(endCtx, how)
 		cancel()
+		a.log.Debug("transaction ended", "committed", committed, "empty", empty, "processing", polled.Sub(began), "ending", time.Since(polled))
 		a.mu.Lock()
 		if committed {
 			err = a.finish(true)
 		} else {
+			// Also an empty transaction: nothing to drop, nothing to rewind.
 			a.finish(false)
 			a.rewindUncommitted(sess.Client())
 		}

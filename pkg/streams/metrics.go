@@ -16,6 +16,10 @@ type metrics struct {
 	restored    *prometheus.CounterVec
 	restoreLag  *prometheus.GaugeVec
 	storeBytes  *prometheus.GaugeVec
+	tasks       *prometheus.GaugeVec
+	standbyNext *prometheus.GaugeVec
+	tasksOpened prometheus.Counter
+	tasksClosed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
@@ -40,9 +44,21 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		storeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "streams_store_bytes", Help: "Disk space of a task's state (all its stores), after its last commit.", ConstLabels: labels,
 		}, []string{"task"}),
+		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "streams_tasks", Help: "Tasks of this instance: active (processing), restoring, standby.", ConstLabels: labels,
+		}, []string{"state"}),
+		standbyNext: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "streams_standby_changelog_offset", Help: "The next changelog offset a standby store will apply, per store and task.", ConstLabels: labels,
+		}, []string{"store", "task"}),
+		tasksOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streams_tasks_opened_total", Help: "Active tasks opened (restored and processing).", ConstLabels: labels,
+		}),
+		tasksClosed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streams_tasks_closed_total", Help: "Active tasks closed (revoked, lost, or at shutdown).", ConstLabels: labels,
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes} {
+		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes, m.tasks, m.standbyNext, m.tasksOpened, m.tasksClosed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -46,6 +46,8 @@ type config struct {
 	logger         *slog.Logger
 	registerer     prometheus.Registerer
 	endpoint       string
+	standbys       int
+	restoreL       RestoreListener
 }
 
 func defaultConfig() config {
@@ -69,6 +71,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: CommitInterval: %v", ErrConfig, c.commitInterval)
 	case c.guarantee != ExactlyOnce && c.guarantee != AtLeastOnce:
 		return fmt.Errorf("%w: ProcessingGuarantee: %d", ErrConfig, c.guarantee)
+	case c.standbys < 0:
+		return fmt.Errorf("%w: NumStandbyReplicas: %d", ErrConfig, c.standbys)
 	case c.guarantee == ExactlyOnce && c.txnTimeout < c.commitInterval:
 		return fmt.Errorf("%w: TransactionTimeout %v is shorter than CommitInterval %v", ErrConfig, c.txnTimeout, c.commitInterval)
 	}
@@ -127,3 +131,29 @@ func (g Guarantee) String() string {
 // QueryEndpoint is the host:port where this instance serves QueryHandler;
 // other instances forward queries for keys this instance owns there.
 func QueryEndpoint(hostport string) Opt { return optFunc(func(c *config) { c.endpoint = hostport }) }
+
+// NumStandbyReplicas is how many other instances keep a warm copy of each
+// task's stores by tailing its changelogs (default 0, Kafka Streams'
+// num.standby.replicas). When a task's owner leaves, the task goes to an
+// instance holding a standby, which restores only the changelog's tail.
+// The group leader's setting decides.
+func NumStandbyReplicas(n int) Opt { return optFunc(func(c *config) { c.standbys = n }) }
+
+// RestoreListener is told about restores (Kafka Streams'
+// StateRestoreListener). Its methods run on the restoring task's own
+// goroutine, never on the poll loop's: a slow listener delays only that
+// task. task is "<topic>-<partition>".
+type RestoreListener interface {
+	// OnRestoreStart: store of task will be restored from changelog
+	// offset from up to (not including) end.
+	OnRestoreStart(store, task string, from, end int64)
+	// OnBatchRestored: records were applied; next is the next offset.
+	OnBatchRestored(store, task string, next int64, records int)
+	// OnRestoreEnd: the store is restored, with records applied in all.
+	OnRestoreEnd(store, task string, records int64)
+}
+
+// Restores gives restore events to l (default: none). Progress is also in
+// the metrics streams_restore_remaining_records and
+// streams_restored_records_total.
+func Restores(l RestoreListener) Opt { return optFunc(func(c *config) { c.restoreL = l }) }

@@ -40,6 +40,10 @@ func (a *App) restore(ctx context.Context, t *task, s *kvStore) error {
 	}
 	began := time.Now()
 	lag.Set(float64(end - from))
+	l := a.cfg.restoreL
+	if l != nil {
+		l.OnRestoreStart(s.name, t.id.String(), from, end)
+	}
 	rc, err := kgo.NewClient(a.clientOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {t.id.Partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -59,6 +63,7 @@ func (a *App) restore(ctx context.Context, t *task, s *kvStore) error {
 			return fmt.Errorf("streams: restoring %s/%d: %w", topic, t.id.Partition, fe.Err)
 		}
 		b := t.db.NewBatch()
+		batch := 0
 		var berr error
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset >= end || berr != nil {
@@ -69,6 +74,7 @@ func (a *App) restore(ctx context.Context, t *task, s *kvStore) error {
 				return
 			}
 			n++
+			batch++
 			if r.Value == nil {
 				berr = b.Delete(s.dbKey(r.Key), nil)
 			} else {
@@ -87,8 +93,14 @@ func (a *App) restore(ctx context.Context, t *task, s *kvStore) error {
 			return fmt.Errorf("streams: restoring %s: %w", s.name, berr)
 		}
 		lag.Set(float64(max(end-next, 0)))
+		a.m.restored.WithLabelValues(s.name).Add(float64(batch))
+		if l != nil {
+			l.OnBatchRestored(s.name, t.id.String(), next, batch)
+		}
 	}
-	a.m.restored.WithLabelValues(s.name).Add(float64(n))
+	if l != nil {
+		l.OnRestoreEnd(s.name, t.id.String(), int64(n))
+	}
 	a.log.Info("store restored", "store", s.name, "task", t.id.String(), "from", from, "to", end, "records", n, "took", time.Since(began))
 	return nil
 }

@@ -64,6 +64,7 @@ func splitSessionKey(b []byte) (end, start int64, k []byte) {
 func SessionAggregate[K, V, A any](ss *SessionWindowedStream[K, V], init func() A, agg func(K, V, A) A, merge func(K, A, A) A, as Serde[A], store string) *KTable[Windowed[K], A] {
 	g := ss.g
 	g.s.b.addStore(store, g.s.origins)
+	g.s.b.markWindowStore(store, sessionWindowed, 0)
 	gap, grace := ss.w.Gap.Milliseconds(), ss.w.Grace.Milliseconds()
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)

@@ -5,7 +5,8 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // Table reads topic (typically compacted) as a table materialized in the
 // key-value store named store: each record is the new value of its key, a
 // null value (tombstone) deletes the key. Updates flow on through the
-// returned KTable; deletes change the store but are not passed on yet.
+// returned KTable (ToStream); deletes of keys the table held flow to table
+// joins and to KTable.To as tombstones.
 //
 // The store has its own changelog like any other; Kafka Streams' reuse of
 // the source topic as the changelog is not done.
@@ -13,11 +14,11 @@ func Table[K, V any](b *Builder, topic string, ks Serde[K], vs Serde[V], store s
 	ref := topicRef{name: topic}
 	n := &node[K, V]{}
 	b.addStore(store, []topicRef{ref})
+	dels := &node[K, V]{}
 	b.addSource(ref, func(c *Context, kr *kgo.Record) error {
 		st := c.task.store(store)
 		if kr.Value == nil {
-			st.delete(kr.Key)
-			return nil
+			return deleteAndForward(c, st, kr.Key, ks, dels, kr.Timestamp)
 		}
 		r, err := decode(kr, ks, vs)
 		if err != nil {
@@ -26,7 +27,7 @@ func Table[K, V any](b *Builder, topic string, ks Serde[K], vs Serde[V], store s
 		st.put(kr.Key, kr.Value)
 		return n.forward(c, r)
 	})
-	return &KTable[K, V]{b: b, n: n, origins: []topicRef{ref}, store: store, ks: ks, vs: vs}
+	return &KTable[K, V]{b: b, n: n, dels: dels, origins: []topicRef{ref}, store: store, ks: ks, vs: vs}
 }
 
 // JoinTable joins each record of s with the table's current value for its

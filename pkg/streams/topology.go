@@ -34,7 +34,8 @@ type source struct {
 type storeSpec struct {
 	name    string
 	origins []topicRef
-	origin  topicRef // the representative of the origins' task group, set by Build
+	origin  topicRef   // the representative of the origins' task group, set by Build
+	window  windowSpec // for window and session stores (windowquery.go)
 }
 
 // Builder describes a topology. Its operators record errors (a duplicate
@@ -45,6 +46,7 @@ type Builder struct {
 	// repartitions maps an internal repartition topic to the source topics
 	// that feed it: it gets as many partitions as the widest of them.
 	repartitions map[topicRef][]topicRef
+	globals      map[string]*globalSpec // by store name (globaltable.go)
 	errs         []error
 	built        bool
 }
@@ -55,6 +57,7 @@ func NewBuilder() *Builder {
 		sources:      map[topicRef]*source{},
 		stores:       map[string]*storeSpec{},
 		repartitions: map[topicRef][]topicRef{},
+		globals:      map[string]*globalSpec{},
 	}
 }
 
@@ -66,7 +69,7 @@ func (b *Builder) addStore(name string, origins []topicRef) {
 	switch {
 	case name == "":
 		b.fail("a state store needs a name")
-	case b.stores[name] != nil:
+	case b.stores[name] != nil || b.globals[name] != nil:
 		b.fail("state store %q defined twice", name)
 	default:
 		b.stores[name] = &storeSpec{name: name, origins: origins}
@@ -93,6 +96,7 @@ type Topology struct {
 	sources      map[topicRef]*source
 	stores       map[string]*storeSpec
 	repartitions map[topicRef][]topicRef
+	globals      map[string]*globalSpec
 	// groups maps every source topic to the representative of its task
 	// group: topics whose records reach a common store are co-partitioned,
 	// and partition p of all of them is one task.
@@ -151,7 +155,7 @@ func (b *Builder) Build() (*Topology, error) {
 	for _, st := range b.stores {
 		st.origin = groups[st.origins[0]]
 	}
-	return &Topology{sources: b.sources, stores: b.stores, repartitions: b.repartitions, groups: groups}, nil
+	return &Topology{sources: b.sources, stores: b.stores, repartitions: b.repartitions, globals: b.globals, groups: groups}, nil
 }
 
 // sourceTopics lists the resolved names of every topic the topology reads.

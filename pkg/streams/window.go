@@ -74,9 +74,21 @@ type Windowed[K any] struct {
 
 // TimeWindowedStream is a grouped stream cut into time windows.
 type TimeWindowedStream[K, V any] struct {
-	g    *KGroupedStream[K, V]
-	w    TimeWindows
-	emit Emit
+	g      *KGroupedStream[K, V]
+	w      TimeWindows
+	emit   Emit
+	retain time.Duration
+}
+
+// Retain keeps windows in the store, for QueryWindows, until stream time
+// reaches their end plus d (Kafka Streams' Materialized.withRetention); a
+// closed window takes no record and is emitted (EmitFinal) once, when it
+// closes. Without Retain, or with d shorter than the grace period, a
+// window is deleted when it closes.
+func (ws *TimeWindowedStream[K, V]) Retain(d time.Duration) *TimeWindowedStream[K, V] {
+	c := *ws
+	c.retain = d
+	return &c
 }
 
 // WindowedBy cuts a grouped stream into windows; results are emitted on
@@ -144,7 +156,9 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 	g, w := ws.g, ws.w
 	g.s.b.addStore(store, g.s.origins)
 	size := w.Size.Milliseconds()
-	closeAfter := size + w.Grace.Milliseconds() // a window closes at start+closeAfter
+	g.s.b.markWindowStore(store, timeWindowed, size)
+	closeAfter := size + w.Grace.Milliseconds()                 // a window closes at start+closeAfter
+	keepAfter := max(closeAfter, size+ws.retain.Milliseconds()) // and is deleted at start+keepAfter
 	out := derive(g.s, func(c *Context, r Record[K, V], out *node[Windowed[K], A]) error {
 		st := c.task.store(store)
 		kb, err := g.ks.Encode(r.Key)
@@ -172,18 +186,32 @@ func WindowedAggregate[K, V, A any](ws *TimeWindowedStream[K, V], init func() A,
 			}
 		}
 		// Close every window whose end plus grace stream time has passed:
-		// emit it (EmitFinal) and drop it from the store.
+		// emit it (EmitFinal) and drop it from the store, or later when
+		// it is retained.
 		if streamTime < 0 || streamTime == prevTime {
 			return nil // nothing closes
 		}
-		lo := windowKey(closingFrom(prevTime, closeAfter), nil)
-		return st.scan(lo, windowKey(streamTime-closeAfter+1, nil), func(wk, vb []byte) error {
-			start, kb := splitWindowKey(wk)
-			st.delete(wk)
-			if ws.emit != EmitFinal {
-				return nil
+		retained := keepAfter > closeAfter
+		if ws.emit == EmitFinal || !retained {
+			lo := windowKey(closingFrom(prevTime, closeAfter), nil)
+			err := st.scan(lo, windowKey(streamTime-closeAfter+1, nil), func(wk, vb []byte) error {
+				start, kb := splitWindowKey(wk)
+				if !retained {
+					st.delete(wk)
+				}
+				if ws.emit != EmitFinal {
+					return nil
+				}
+				return forwardWindow(c, out, g.ks, as, kb, vb, start, start+size, time.UnixMilli(start+size-1))
+			})
+			if err != nil || !retained {
+				return err
 			}
-			return forwardWindow(c, out, g.ks, as, kb, vb, start, start+size, time.UnixMilli(start+size-1))
+		}
+		lo := windowKey(closingFrom(prevTime, keepAfter), nil)
+		return st.scan(lo, windowKey(streamTime-keepAfter+1, nil), func(wk, _ []byte) error {
+			st.delete(wk)
+			return nil
 		})
 	})
 	return &KTable[Windowed[K], A]{b: out.b, n: out.n, origins: out.origins, store: store}

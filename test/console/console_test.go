@@ -187,6 +187,23 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("lag shown %q after catching up, want 0", lag)
 	}
 	screenshot(t, ctx, "group")
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"groups"), chromedp.WaitVisible(chromedp.CSS("h1"))); err != nil {
+		t.Fatal(err)
+	}
+	if g := text(t, ctx, "main"); !strings.Contains(g, "web-readers") {
+		t.Fatalf("groups page:\n%s", g)
+	}
+	screenshot(t, ctx, "groups")
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"topics"), chromedp.WaitVisible(chromedp.CSS("#topics"))); err != nil {
+		t.Fatal(err)
+	}
+	if tl := text(t, ctx, "#topics"); !strings.Contains(tl, "web-orders") {
+		t.Fatalf("topics page:\n%s", tl)
+	}
+	screenshot(t, ctx, "topics")
+	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"groups/web-readers"), chromedp.WaitVisible(chromedp.CSS("#group-lag"))); err != nil {
+		t.Fatal(err)
+	}
 	// Reset offsets: a dry run shows the plan and moves nothing; then commit it.
 	if err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#reset-topic"), "web-orders"),
@@ -296,6 +313,7 @@ func TestConsole(t *testing.T) {
 	if sub := text(t, ctx, "#subjects"); !strings.Contains(sub, "web-orders-value\t2") {
 		t.Fatalf("subjects:\n%s", sub)
 	}
+	screenshot(t, ctx, "schemas")
 	if err := chromedp.Do(ctx, chromedp.Navigate(ui+"schemas/web-orders-value?version=2&diff=1"), chromedp.WaitVisible(chromedp.CSS("#diff"))); err != nil {
 		t.Fatal(err)
 	}

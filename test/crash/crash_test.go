@@ -83,6 +83,12 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 // acknowledgements, SIGKILLs the broker, and returns what was acknowledged.
 func loadAndKill(t *testing.T, p *testbroker.Proc, topic string, partitions int32, it int, rng *rand.Rand) ([]ack, int64) {
 	t.Helper()
+	return loadAndStop(t, p, topic, partitions, it, rng, p.Kill)
+}
+
+// loadAndStop is loadAndKill ending the broker with stop.
+func loadAndStop(t *testing.T, p *testbroker.Proc, topic string, partitions int32, it int, rng *rand.Rand, stop func()) ([]ack, int64) {
+	t.Helper()
 	const producers = 4
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -142,7 +148,7 @@ func loadAndKill(t *testing.T, p *testbroker.Proc, topic string, partitions int3
 		t.Fatalf("iteration %d: no acknowledgement within a minute of starting the load", it)
 	}
 	time.Sleep(time.Duration(50+rng.IntN(1200)) * time.Millisecond)
-	p.Kill()
+	stop()
 	cancel()
 	wg.Wait()
 	for _, cl := range clients {

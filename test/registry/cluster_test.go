@@ -2,13 +2,16 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/testbroker"
@@ -19,7 +22,8 @@ import (
 // take registrations of different schemas at the same time (at most one
 // leads _schemas; the other forwards); every id must be distinct, each
 // registering broker must see its own registration at once, and every
-// broker must serve every schema.
+// broker must serve every schema. Then the broker-side validation on the
+// same cluster (clusterValidation).
 func TestClusterConcurrentIDs(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	url := func(i int) string { return "http://" + c.Broker(i).RegistryAddr() }
@@ -112,6 +116,7 @@ func TestClusterConcurrentIDs(t *testing.T) {
 			}
 		}
 	}
+	clusterValidation(t, c)
 }
 
 // schemasLeader is the index of the broker leading _schemas-0.
@@ -163,5 +168,76 @@ func TestClusterLeaderKilled(t *testing.T) {
 		if string(a.body) != recordSchema(i) {
 			t.Fatalf("broker %d, id %d: %d %s", other+1, i+1, a.status, a.body)
 		}
+	}
+}
+
+// clusterValidation (run by TestClusterConcurrentIDs, on its cluster): a
+// validating topic whose partitions are led by different brokers takes
+// records carrying an id registered through one broker on every partition
+// (each leader checks against its own copy of the registry, which tails
+// _schemas), and refuses plain bytes on every partition.
+func clusterValidation(t *testing.T, c *testcluster.Cluster) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordRetries(2), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const parts = 6
+	cfg := "true"
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, -1, map[string]*string{"sluice.value.schema.validation": &cfg}, "checked"); err != nil || r.Err != nil {
+		t.Fatalf("creating checked: %v %v", err, r.Err)
+	}
+	a := call(t, "POST", "http://"+c.Broker(0).RegistryAddr()+"/subjects/checked-value/versions", schemaBody(userV1))
+	var ans struct{ ID int }
+	a.decode(t, &ans)
+	if ans.ID == 0 {
+		t.Fatalf("registering: %d %s", a.status, a.body)
+	}
+	value := wire(ans.ID, []byte{2})
+	// Every broker's registry has the id once it has applied _schemas up
+	// to the registration; wait for that, then every partition takes it.
+	for i := range c.Len() {
+		url := fmt.Sprintf("http://%s/schemas/ids/%d", c.Broker(i).RegistryAddr(), ans.ID)
+		testbroker.Eventually(t, time.Minute, "broker "+strconv.Itoa(i)+" serves the id", func() error {
+			if a := call(t, "GET", url, nil); a.status != 200 {
+				return fmt.Errorf("%d %s", a.status, a.body)
+			}
+			return nil
+		})
+	}
+	for p := range int32(parts) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "checked", Partition: p, Value: value}).FirstErr(); err != nil {
+			t.Fatalf("partition %d refused a registered id: %v", p, err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "checked", Partition: p, Value: []byte("plain")}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+			t.Fatalf("partition %d: plain bytes: %v, want INVALID_RECORD", p, err)
+		}
+	}
+	// Without waiting: a schema registered through broker 0 is taken at
+	// once by every partition, whichever broker leads it (a leader that
+	// does not know the id yet catches up with _schemas before refusing).
+	fresh := call(t, "POST", "http://"+c.Broker(0).RegistryAddr()+"/subjects/checked-value/versions", schemaBody(userV2))
+	var ans2 struct{ ID int }
+	fresh.decode(t, &ans2)
+	if ans2.ID == 0 || ans2.ID == ans.ID {
+		t.Fatalf("registering v2: %d %s", fresh.status, fresh.body)
+	}
+	for p := range int32(parts) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "checked", Partition: p, Value: wire(ans2.ID, []byte{2})}).FirstErr(); err != nil {
+			t.Fatalf("partition %d refused id %d registered a moment ago: %v", p, ans2.ID, err)
+		}
+	}
+	leaders := map[int32]bool{}
+	md, err := kadm.NewClient(cl).Metadata(ctx, "checked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["checked"].Partitions {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("the %d partitions are led by %d broker(s): the check ran on one", parts, len(leaders))
 	}
 }

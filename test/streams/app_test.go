@@ -18,7 +18,12 @@ import (
 	"github.com/sluice-mq/sluice/internal/testbroker"
 )
 
-func TestMain(m *testing.M) { os.Exit(testbroker.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelper())
+	}
+	os.Exit(testbroker.Main(m))
+}
 
 func produceWords(t *testing.T, addr string, from, to int) {
 	t.Helper()

@@ -15,6 +15,10 @@
 //	           batchLength, leaderEpoch, magic, batch crc). The batch's own
 //	           CRC-32C covers the rest, so the payload is not hashed twice on
 //	           the hot path, and recovery checks both.
+//
+// Written with direct I/O (direct.go), an open segment ends in fewer than
+// 4096 zero bytes of padding, cut when it is rolled or closed; recovery
+// cuts padding a crash left without calling it a torn tail.
 package wal
 
 import (
@@ -196,6 +200,10 @@ type Scanned struct {
 	// object footer written when the segment was adopted) are not WAL
 	// data and not counted as truncated.
 	Sealed bool
+	// Padding is the zero bytes after the entries, fewer than a direct
+	// write's block, that a segment written with direct I/O ends in until
+	// it is closed (direct.go): not data, and not a torn tail either.
+	Padding int64
 }
 
 // Scan decodes data (a whole segment file) up to its first invalid entry or
@@ -244,6 +252,11 @@ func scanEach(data []byte, batchCRC bool, fn func(e *Entry)) Scanned {
 				s.Data = data[:pos]
 				return s
 			}
+			if rest := data[pos:]; len(rest) < directAlign && allZero(rest) {
+				s.Padding = int64(len(rest))
+				s.Data = data[:pos]
+				return s
+			}
 			break
 		}
 		e.Pos = int64(pos + EntryHeaderSize)
@@ -253,6 +266,15 @@ func scanEach(data []byte, batchCRC bool, fn func(e *Entry)) Scanned {
 	s.Truncated = int64(len(data) - pos)
 	s.Data = data[:pos]
 	return s
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Recover reads segment seq in dir, truncates a torn or corrupt tail in
@@ -265,7 +287,7 @@ func Recover(dir string, seq uint64) (Scanned, error) {
 		return Scanned{}, err
 	}
 	s := Scan(data)
-	if s.Truncated > 0 {
+	if s.Truncated > 0 || s.Padding > 0 {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
 			return s, err

@@ -15,6 +15,11 @@ type Options struct {
 	SegmentBytes int64
 	RollInterval time.Duration
 	FirstSeq     uint64 // sequence number of the first segment this writer creates
+	// DirectIO writes segment files with O_DIRECT where the file system
+	// takes it (direct.go), falling back to the page cache where it does
+	// not. The durability promise is the same either way: a group is
+	// durable once fsynced (SyncEvery, ...).
+	DirectIO bool
 	// ChunkBytes is the size of the in-memory buffers entries are copied
 	// into (default 1 MiB). Buffers are not reused: callers may keep
 	// slices of them (the log engine serves its tail from them).

@@ -138,6 +138,7 @@ func TestSyncModes(t *testing.T) {
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(entry(f, 1, 0, 1))
 	f.Add(append(entry(f, 2, 5, 3), entry(f, 2, 5, 1)...))
+	f.Add(append(entry(f, 3, 1, 2), make([]byte, 300)...)) // direct-I/O padding
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, n, err := DecodeEntry(b)
 		if err == nil {
@@ -153,8 +154,11 @@ func FuzzDecodeEntry(f *testing.F) {
 			}
 		}
 		s := Scan(append(Magic[:], b...))
-		if int64(len(s.Data))+s.Truncated != int64(len(b)+len(Magic)) {
+		if int64(len(s.Data))+s.Truncated+s.Padding != int64(len(b)+len(Magic)) {
 			t.Fatal("scan lost bytes")
+		}
+		if s.Padding > 0 && (s.Truncated != 0 || s.Padding >= directAlign) {
+			t.Fatalf("padding %d with %d truncated", s.Padding, s.Truncated)
 		}
 	})
 }

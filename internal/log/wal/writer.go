@@ -93,6 +93,7 @@ type Writer struct {
 	sinkWG  sync.WaitGroup
 
 	// writer goroutine only
+	direct     bool // create segments with O_DIRECT (direct.go) while the file system takes it
 	f          segmentFile
 	seq        uint64
 	size       int64
@@ -127,6 +128,7 @@ func Open(o Options) (*Writer, error) {
 	if o.SinkAsync != nil && o.SinkInFlight <= 0 {
 		o.SinkInFlight = 2
 	}
+	direct := o.DirectIO && o.create == nil && o.Sink == nil && o.SinkAsync == nil
 	if o.create == nil {
 		o.create = createFile
 	}
@@ -142,7 +144,7 @@ func Open(o Options) (*Writer, error) {
 		}
 	}
 	w := &Writer{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{})}
+		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{}), direct: direct}
 	w.syncCond = sync.NewCond(&w.syncMu)
 	w.sinkSem = make(chan struct{}, max(o.SinkInFlight, 1))
 	w.free.Store(-1)
@@ -344,6 +346,9 @@ func (w *Writer) run() {
 		if stopping {
 			w.flushOnce() // anything reserved while the last flush ran
 			w.drainSyncer()
+			if w.trimPadding() && len(w.unsynced) == 0 && w.o.Mode != SyncNever && w.Err() == nil {
+				_ = w.f.Sync() // the cut size; the data was synced already
+			}
 			w.sync()
 			if w.f != nil {
 				w.f.Close()
@@ -525,6 +530,14 @@ func (w *Writer) write(g *Group) (pre int64, err error) {
 		}
 	}
 	pre = w.size
+	if d, ok := w.f.(*directFile); ok {
+		size, err := d.writeBufs(w.size, g.bufs)
+		w.size = size
+		if err != nil {
+			return pre, fmt.Errorf("wal: write %s: %w", SegmentName(w.seq), err)
+		}
+		return pre, nil
+	}
 	for _, b := range g.bufs {
 		n, err := w.f.Write(b)
 		w.size += int64(n)
@@ -537,6 +550,19 @@ func (w *Writer) write(g *Group) (pre int64, err error) {
 
 func (w *Writer) openSegment() error {
 	path := filepath.Join(w.o.Dir, SegmentName(w.seq))
+	if w.direct {
+		d, ok, err := createDirect(path)
+		if err != nil {
+			return fmt.Errorf("wal: create segment: %w", err)
+		}
+		if ok {
+			w.syncDir()
+			w.f, w.size, w.created = d, int64(len(Magic)), time.Now()
+			return nil
+		}
+		w.direct = false
+		w.o.Logger.Info("wal: the file system refuses direct I/O; writing segments through the page cache", "dir", w.o.Dir)
+	}
 	f, err := w.o.create(path)
 	if err != nil {
 		return fmt.Errorf("wal: create segment: %w", err)
@@ -546,14 +572,33 @@ func (w *Writer) openSegment() error {
 		os.Remove(path) // no entry in it; the next attempt creates it again
 		return fmt.Errorf("wal: write segment magic: %w", err)
 	}
-	// The new directory entry must survive a power loss along with the data
-	// synced into the file later.
+	w.syncDir()
+	w.f, w.size, w.created = f, int64(len(Magic)), time.Now()
+	return nil
+}
+
+// syncDir makes a new segment's directory entry survive a power loss along
+// with the data synced into the file later.
+func (w *Writer) syncDir() {
 	if d, err := os.Open(w.o.Dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	w.f, w.size, w.created = f, int64(len(Magic)), time.Now()
-	return nil
+}
+
+// trimPadding cuts a direct segment's zero padding off (closing or
+// rolling it); the caller fsyncs. A failure is logged only: recovery
+// cuts padding too.
+func (w *Writer) trimPadding() bool {
+	d, ok := w.f.(*directFile)
+	if !ok || d.carry == 0 {
+		return false
+	}
+	if err := d.trim(w.size); err != nil {
+		w.o.Logger.Warn("wal: cutting padding", "segment", SegmentName(w.seq), "err", err)
+		return false
+	}
+	return true
 }
 
 // fail poisons the writer: a WAL that cannot write cannot promise anything.
@@ -630,6 +675,7 @@ func (w *Writer) rollSegment() {
 		return
 	}
 	w.drainSyncer()
+	w.trimPadding()
 	if w.o.Mode != SyncNever {
 		if err := w.f.Sync(); err != nil {
 			w.poison(fmt.Errorf("wal: fsync %s at roll: %w", SegmentName(w.seq), err))

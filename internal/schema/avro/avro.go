@@ -11,14 +11,13 @@ import (
 	hamba "github.com/hamba/avro/v2"
 
 	"github.com/sluice-mq/sluice/internal/schema/jsonlimit"
+	"github.com/sluice-mq/sluice/internal/schema/limits"
 )
 
 // Limits on schema text: the parser recurses on JSON nesting and on named types.
 const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 128
-	maxRefs        = 256
-	maxRefBytes    = 4 << 20
 )
 
 // ErrInvalid is wrapped by every error Parse returns.
@@ -33,8 +32,8 @@ type Schema struct {
 // Parse parses and validates schema text. refs maps each referenced named type's full name to the
 // text of the schema that defines it; referenced schemas may use each other's types.
 func Parse(schema string, refs map[string]string) (*Schema, error) {
-	if err := checkRefs(refs); err != nil {
-		return nil, err
+	if err := limits.Refs(refs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cache := &hamba.SchemaCache{}
 	if err := parseRefs(refs, cache); err != nil {
@@ -52,22 +51,6 @@ func Parse(schema string, refs map[string]string) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return &Schema{root: root, canonical: canonical}, nil
-}
-
-// checkRefs bounds the number and total size of references: parseRefs may parse each of them
-// once per round.
-func checkRefs(refs map[string]string) error {
-	if len(refs) > maxRefs {
-		return fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
-	}
-	total := 0
-	for _, text := range refs {
-		total += len(text)
-	}
-	if total > maxRefBytes {
-		return fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
-	}
-	return nil
 }
 
 // parseRefs parses references in dependency order: a reference that names a type not yet known is

@@ -1,18 +1,16 @@
 package avro
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
+type parseError compattest.ParseError
+
 func TestParseErrors(t *testing.T) {
-	tests := []struct {
-		name, text, want string
-	}{
+	compattest.ParseErrors(t, func(text string) error { _, err := Parse(text, nil); return err }, ErrInvalid, []parseError{
 		{"not JSON", `{"type":`, "not valid JSON"},
 		{"unknown type", `"integer"`, "unknown type"},
 		{"record without name", `{"type":"record","fields":[]}`, "name"},
@@ -23,18 +21,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid UTF-8", "\"\xff\"", "UTF-8"},
 		{"too deep", strings.Repeat("[", 200) + strings.Repeat("]", 200), "nested too deeply"},
 		{"too large", `"` + strings.Repeat("a", maxSchemaBytes) + `"`, "too large"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.text, nil)
-			if err == nil {
-				t.Fatal("Parse succeeded, want error")
-			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Parse error %q, want ErrInvalid containing %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 const addressSchema = `{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"city","type":"string"}]}`
@@ -114,14 +101,5 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestReferenceLimits(t *testing.T) {
-	many := map[string]string{}
-	for i := 0; i <= maxRefs; i++ {
-		many[fmt.Sprintf("r%d", i)] = "{}"
-	}
-	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
-	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
-		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
-			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
-		}
-	}
+	compattest.ReferenceLimits(t, func(refs map[string]string) error { _, err := Parse("{}", refs); return err }, ErrInvalid)
 }

@@ -6,17 +6,19 @@ import (
 	"strings"
 
 	hamba "github.com/hamba/avro/v2"
+
+	"github.com/sluice-mq/sluice/internal/schema/limits"
 )
 
 // Incompatibilities lists why data written with writer cannot be read with reader, following
 // Avro schema resolution: one message per problem, each starting with the path of the field or
 // type concerned. An empty result means compatible.
 func Incompatibilities(reader, writer *Schema) []string {
-	c := &checker{memo: map[pair][]issue{}, budget: maxComparisons}
+	c := &checker{memo: limits.NewMemo[pair, issue]()}
 	issues := c.check(reader.root, writer.root)
-	if c.budget < 0 {
+	if c.memo.Exhausted() {
 		// Some comparisons were cut short and counted as failures: say so first.
-		issues = append([]issue{{msg: fmt.Sprintf("schemas too complex to compare (more than %d comparisons); treated as incompatible", maxComparisons)}}, issues...)
+		issues = append([]issue{{msg: limits.Exhausted}}, issues...)
 	}
 	out := make([]string, 0, len(issues))
 	for _, is := range issues {
@@ -52,12 +54,8 @@ type pair struct{ reader, writer hamba.Schema }
 // compatible when met again, which ends recursion through recursive named types (the result is
 // then decided by the outer check of the same pair).
 type checker struct {
-	memo   map[pair][]issue
-	budget int
+	memo *limits.Memo[pair, issue]
 }
-
-// maxComparisons bounds the work of one check: union branches are tried against each other.
-const maxComparisons = 100000
 
 func deref(s hamba.Schema) hamba.Schema {
 	if r, ok := s.(*hamba.RefSchema); ok {
@@ -68,18 +66,7 @@ func deref(s hamba.Schema) hamba.Schema {
 
 func (c *checker) check(reader, writer hamba.Schema) []issue {
 	reader, writer = deref(reader), deref(writer)
-	key := pair{reader, writer}
-	if issues, ok := c.memo[key]; ok {
-		return issues
-	}
-	c.budget--
-	if c.budget < 0 {
-		return []issue{{msg: "schemas too complex to compare"}}
-	}
-	c.memo[key] = nil
-	issues := c.match(reader, writer)
-	c.memo[key] = issues
-	return issues
+	return c.memo.Check(pair{reader, writer}, func() []issue { return c.match(reader, writer) }, issue{msg: limits.TooComplex})
 }
 
 func (c *checker) match(reader, writer hamba.Schema) []issue {

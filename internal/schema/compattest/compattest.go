@@ -1,15 +1,18 @@
 // Package compattest holds the test helpers shared by the schema format packages (avro,
 // protobuf, jsonschema): a runner for evolution tables checked in both directions, the canonical
-// round-trip check used by tests and fuzz targets, and fuzz seeding from testdata. Only tests
-// import it.
+// round-trip check used by tests and fuzz targets, fuzz seeding from testdata, and the checks of
+// parse errors and reference limits. Only tests import it.
 package compattest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/schema/limits"
 )
 
 // Case evolves Old into New. Backward: New (reader) reads data written with Old; Forward: Old
@@ -156,4 +159,43 @@ func Contains(msgs []string, want string) bool {
 		}
 	}
 	return false
+}
+
+// ParseError is text that Parse must refuse with an error containing Want.
+type ParseError struct{ Name, Text, Want string }
+
+// ParseErrors checks that parse refuses every case with an error wrapping errInvalid (the
+// package's ErrInvalid) and containing the case's Want. A package declares its case type as
+// "type parseError compattest.ParseError" so that its table may use unkeyed literals.
+func ParseErrors[C ~struct{ Name, Text, Want string }](t *testing.T, parse func(text string) error, errInvalid error, cases []C) {
+	t.Helper()
+	for _, c := range cases {
+		tc := ParseError(c)
+		t.Run(tc.Name, func(t *testing.T) {
+			err := parse(tc.Text)
+			if err == nil {
+				t.Fatal("Parse succeeded, want error")
+			}
+			if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tc.Want) {
+				t.Fatalf("Parse error %q, want %v containing %q", err, errInvalid, tc.Want)
+			}
+		})
+	}
+}
+
+// ReferenceLimits checks that parse refuses more references than limits.MaxRefs, and
+// references totalling more than limits.MaxRefBytes, with an error wrapping errInvalid.
+func ReferenceLimits(t *testing.T, parse func(refs map[string]string) error, errInvalid error) {
+	t.Helper()
+	many := map[string]string{}
+	for i := 0; i <= limits.MaxRefs; i++ {
+		many[fmt.Sprintf("r%d", i)] = "{}"
+	}
+	half := strings.Repeat(" ", limits.MaxRefBytes/2+1)
+	big := map[string]string{"a": half, "b": half}
+	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
+		if err := parse(refs); !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "references") {
+			t.Errorf("%s: err = %v, want %v about references", name, err, errInvalid)
+		}
+	}
 }

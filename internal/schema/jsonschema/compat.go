@@ -5,21 +5,19 @@ import (
 	"reflect"
 
 	js "github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// maxComparisons bounds the work of one check: combined schemas are compared branch against
-// branch, and recursive schemas pair up many nodes.
-const maxComparisons = 100000
+	"github.com/sluice-mq/sluice/internal/schema/limits"
+)
 
 // Incompatibilities lists why data valid under writer would be rejected by reader, following
 // Confluent's JSON Schema rules: one message per problem, each starting with the JSON pointer of
 // the schema location ("#/properties/age"). An empty result means compatible.
 func Incompatibilities(reader, writer *Schema) []string {
-	c := &checker{memo: map[pair][]issue{}, derived: map[[2]*js.Schema]*js.Schema{}, budget: maxComparisons}
+	c := &checker{memo: limits.NewMemo[pair, issue](), derived: map[[2]*js.Schema]*js.Schema{}}
 	issues := c.check(reader.root, writer.root)
-	if c.budget < 0 {
+	if c.memo.Exhausted() {
 		// Some comparisons were cut short and counted as failures: say so first.
-		issues = append([]issue{{msg: fmt.Sprintf("schemas too complex to compare (more than %d comparisons); treated as incompatible", maxComparisons)}}, issues...)
+		issues = append([]issue{{msg: limits.Exhausted}}, issues...)
 	}
 	out := make([]string, 0, len(issues))
 	for _, is := range issues {
@@ -43,26 +41,14 @@ type pair struct{ reader, writer *js.Schema }
 // checker memoises per (reader, writer) node pair; a pair being compared counts as compatible
 // when met again, which ends recursion through recursive $refs.
 type checker struct {
-	memo map[pair][]issue
+	memo *limits.Memo[pair, issue]
 	// derived caches schemas built for comparison (branches merged with their parent's keywords).
 	derived map[[2]*js.Schema]*js.Schema
-	budget  int
 }
 
 func (c *checker) check(r, w *js.Schema) []issue {
 	r, w = deref(r), deref(w)
-	key := pair{r, w}
-	if issues, ok := c.memo[key]; ok {
-		return issues
-	}
-	c.budget--
-	if c.budget < 0 {
-		return []issue{{msg: "schemas too complex to compare"}}
-	}
-	c.memo[key] = nil
-	issues := c.compare(r, w)
-	c.memo[key] = issues
-	return issues
+	return c.memo.Check(pair{r, w}, func() []issue { return c.compare(r, w) }, issue{msg: limits.TooComplex})
 }
 
 // compatible reports whether r reads everything w allows.

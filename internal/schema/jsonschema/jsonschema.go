@@ -13,14 +13,13 @@ import (
 	js "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sluice-mq/sluice/internal/schema/jsonlimit"
+	"github.com/sluice-mq/sluice/internal/schema/limits"
 )
 
 // Limits on schema text and on the work of one compatibility check.
 const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 128
-	maxRefs        = 256
-	maxRefBytes    = 4 << 20
 	// baseURL locates the schema and its relative references; it is never fetched.
 	baseURL = "sluice:///schemas/"
 	mainLoc = baseURL + "schema.json"
@@ -39,15 +38,8 @@ type Schema struct {
 // schema's $id) to the referenced document. Schemas without "$schema" are read as draft-07, as
 // Confluent does.
 func Parse(schema string, refs map[string]string) (*Schema, error) {
-	if len(refs) > maxRefs {
-		return nil, fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
-	}
-	total := 0
-	for _, text := range refs {
-		total += len(text)
-	}
-	if total > maxRefBytes {
-		return nil, fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
+	if err := limits.Refs(refs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	doc, err := decode(schema)
 	if err != nil {

@@ -1,18 +1,16 @@
 package jsonschema
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
+type parseError compattest.ParseError
+
 func TestParseErrors(t *testing.T) {
-	tests := []struct {
-		name, text, want string
-	}{
+	compattest.ParseErrors(t, func(text string) error { _, err := Parse(text, nil); return err }, ErrInvalid, []parseError{
 		{"not JSON", `{"type":`, "not valid JSON"},
 		{"not a schema value", `[1,2]`, "a schema is a JSON object or a boolean"},
 		{"bad type", `{"type":"strin"}`, "strin"},
@@ -23,18 +21,7 @@ func TestParseErrors(t *testing.T) {
 		{"too deep", strings.Repeat(`{"not":`, 200) + `{}` + strings.Repeat(`}`, 200), "nested too deeply"},
 		{"too large", `{"description":"` + strings.Repeat("a", maxSchemaBytes) + `"}`, "too large"},
 		{"invalid UTF-8", "{\"description\":\"\xff\"}", "UTF-8"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.text, nil)
-			if err == nil {
-				t.Fatal("Parse succeeded, want error")
-			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Parse error %q, want ErrInvalid containing %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestDrafts(t *testing.T) {
@@ -118,14 +105,5 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestReferenceLimits(t *testing.T) {
-	many := map[string]string{}
-	for i := 0; i <= maxRefs; i++ {
-		many[fmt.Sprintf("r%d", i)] = "{}"
-	}
-	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
-	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
-		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
-			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
-		}
-	}
+	compattest.ReferenceLimits(t, func(refs map[string]string) error { _, err := Parse("{}", refs); return err }, ErrInvalid)
 }

@@ -9,14 +9,14 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/linker"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/sluice-mq/sluice/internal/schema/limits"
 )
 
 // Limits on schema text: the compiler recurses on nesting.
 const (
 	maxSchemaBytes = 1 << 20
 	maxDepth       = 64
-	maxRefs        = 256
-	maxRefBytes    = 4 << 20
 	// mainFile names the schema being parsed; it appears in error positions.
 	mainFile = "schema.proto"
 )
@@ -33,15 +33,8 @@ type Schema struct {
 // Parse compiles schema as a .proto file. refs maps each import path to the text of the imported
 // file; google/protobuf imports (descriptor, any, timestamp, wrappers, ...) are built in.
 func Parse(schema string, refs map[string]string) (*Schema, error) {
-	if len(refs) > maxRefs {
-		return nil, fmt.Errorf("%w: %d references, at most %d", ErrInvalid, len(refs), maxRefs)
-	}
-	total := 0
-	for _, text := range refs {
-		total += len(text)
-	}
-	if total > maxRefBytes {
-		return nil, fmt.Errorf("%w: references total %d bytes, at most %d", ErrInvalid, total, maxRefBytes)
+	if err := limits.Refs(refs); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if _, ok := refs[mainFile]; ok {
 		return nil, fmt.Errorf("%w: reference name %q is reserved", ErrInvalid, mainFile)

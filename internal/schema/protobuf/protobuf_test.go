@@ -1,18 +1,16 @@
 package protobuf
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/schema/compattest"
 )
 
+type parseError compattest.ParseError
+
 func TestParseErrors(t *testing.T) {
-	tests := []struct {
-		name, text, want string
-	}{
+	compattest.ParseErrors(t, func(text string) error { _, err := Parse(text, nil); return err }, ErrInvalid, []parseError{
 		{"syntax error", `syntax = "proto3"; message U { int32 = 1; }`, "schema.proto:1"},
 		{"unknown type", p3(`message U { Missing m = 1; }`), "Missing"},
 		{"duplicate field number", p3(`message U { int32 a = 1; int32 b = 1; }`), "1"},
@@ -20,18 +18,7 @@ func TestParseErrors(t *testing.T) {
 		{"too deep", p3(strings.Repeat("message M { ", 100) + strings.Repeat("} ", 100)), "nested too deeply"},
 		{"too large", p3(`message U { int32 a = 1; }` + strings.Repeat(" ", maxSchemaBytes)), "too large"},
 		{"invalid UTF-8", p3("message U { int32 a = 1; } // \xff"), "UTF-8"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse(tt.text, nil)
-			if err == nil {
-				t.Fatal("Parse succeeded, want error")
-			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Parse error %q, want ErrInvalid containing %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 const addressProto = `syntax = "proto3";
@@ -150,14 +137,5 @@ message U { optional acme.common.Color c = 1; }`
 }
 
 func TestReferenceLimits(t *testing.T) {
-	many := map[string]string{}
-	for i := 0; i <= maxRefs; i++ {
-		many[fmt.Sprintf("r%d", i)] = "{}"
-	}
-	big := map[string]string{"a": strings.Repeat(" ", maxRefBytes/2+1), "b": strings.Repeat(" ", maxRefBytes/2+1)}
-	for name, refs := range map[string]map[string]string{"too many": many, "too large in total": big} {
-		if _, err := Parse("{}", refs); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "references") {
-			t.Errorf("%s: err = %v, want ErrInvalid about references", name, err)
-		}
-	}
+	compattest.ReferenceLimits(t, func(refs map[string]string) error { _, err := Parse("{}", refs); return err }, ErrInvalid)
 }

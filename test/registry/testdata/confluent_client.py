@@ -42,6 +42,45 @@ try:
     raise AssertionError("version 9 was found")
 except SchemaRegistryError as e:
     out["missing_version"] = [e.http_status_code, e.error_code]
+
+# A second subject: fetch one version, test against it, delete it, then
+# the whole subject for good (soft and permanent).
+c.register_schema("py2-value", Schema(v1, "AVRO"))
+c.register_schema("py2-value", Schema(v2, "AVRO"))
+got = c.get_version("py2-value", 1)
+assert got.schema.schema_str == v1, got.schema.schema_str
+out["py2_version1"] = [got.schema_id, got.version, got.subject]
+out["py2_compatible_v1"] = [c.test_compatibility("py2-value", Schema(v2, "AVRO"), version=1),
+                            c.test_compatibility("py2-value", Schema(bad, "AVRO"), version=1)]
+out["py2_deleted_version"] = c.delete_version("py2-value", 1)
+out["py2_versions"] = c.get_versions("py2-value")
+try:
+    c.lookup_schema("py2-value", Schema(v1, "AVRO"))
+    raise AssertionError("a deleted version was looked up")
+except SchemaRegistryError as e:
+    out["py2_lookup_deleted"] = [e.http_status_code, e.error_code]
+out["py2_permanent"] = c.delete_subject("py2-value", permanent=True)
+try:
+    c.get_versions("py2-value")
+    raise AssertionError("a permanently deleted subject was found")
+except SchemaRegistryError as e:
+    out["py2_gone"] = [e.http_status_code, e.error_code]
+try:
+    c.delete_subject("py2-value")
+    raise AssertionError("a permanently deleted subject was deleted again")
+except SchemaRegistryError as e:
+    out["py2_delete_again"] = [e.http_status_code, e.error_code]
+
+# The registry-wide level.
+c.set_compatibility(level="none")
+out["global_level"] = c.get_compatibility()
+c.set_compatibility(level="BACKWARD")
+try:
+    c.set_compatibility(level="SOMETIMES")
+    raise AssertionError("an invalid level was set")
+except SchemaRegistryError as e:
+    out["bad_level"] = [e.http_status_code, e.error_code]
+
 out["deleted"] = c.delete_subject("py-value")
 try:
     c.get_latest_version("py-value")

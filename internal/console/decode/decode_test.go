@@ -1,0 +1,151 @@
+package decode
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hamba/avro/v2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+const (
+	avroOrder = `{"type":"record","name":"Order","namespace":"shop","fields":[
+		{"name":"id","type":"long"},{"name":"customer","type":"shop.Customer"},{"name":"note","type":["null","string"],"default":null}]}`
+	avroCustomer = `{"type":"record","name":"Customer","namespace":"shop","fields":[{"name":"name","type":"string"}]}`
+	protoText    = `syntax = "proto3";
+package shop;
+import "money.proto";
+message Header { string trace = 1; }
+message Payment { string id = 1; money.Amount amount = 2; repeated string tags = 3;
+  message Refund { string reason = 1; } }`
+	protoMoney = `syntax = "proto3"; package money; message Amount { int64 cents = 1; string currency = 2; }`
+)
+
+func schemas() map[int]Schema {
+	return map[int]Schema{
+		1: {ID: 1, Type: "AVRO", Text: avroOrder, Refs: []Reference{{Name: "shop.Customer", Text: avroCustomer}}, Subject: "orders-value", Version: 2},
+		2: {ID: 2, Type: "PROTOBUF", Text: protoText, Refs: []Reference{{Name: "money.proto", Text: protoMoney}}, Subject: "payments-value", Version: 1},
+		3: {ID: 3, Type: "JSON", Text: `{"type":"object"}`, Subject: "events-value", Version: 1},
+		4: {ID: 4, Type: "AVRO", Text: `{"type":"record","name":"Broken"`},
+	}
+}
+
+func lookup(ctx context.Context, id int) (Schema, error) {
+	s, ok := schemas()[id]
+	if !ok {
+		return Schema{}, errors.New("schema not found")
+	}
+	return s, nil
+}
+
+func wire(id int, data []byte) []byte {
+	b := []byte{0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(id))
+	return append(b, data...)
+}
+
+func TestDecode(t *testing.T) {
+	ctx := context.Background()
+	cust := avro.MustParse(avroCustomer)
+	cache := &avro.SchemaCache{}
+	cache.Add("shop.Customer", cust)
+	order, err := avro.ParseWithCache(avroOrder, "", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avroData, err := avro.Marshal(order, map[string]any{"id": int64(42), "customer": map[string]any{"name": "Ada"}, "note": "rush"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := compileProto(map[string]string{mainFile: protoText, "money.proto": protoMoney})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := dynamicpb.NewMessage(fd.Messages().Get(1))
+	pay.Set(pay.Descriptor().Fields().ByName("id"), protoValue("p-7"))
+	pb, err := proto.Marshal(pay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Message indexes [1]: count 1, index 1, both zigzag varints.
+	payIdx := binary.AppendVarint(binary.AppendVarint(nil, 1), 1)
+	refund := dynamicpb.NewMessage(fd.Messages().Get(1).Messages().Get(0))
+	refund.Set(refund.Descriptor().Fields().ByName("reason"), protoValue("damaged"))
+	rb, _ := proto.Marshal(refund)
+	refundIdx := binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(nil, 2), 1), 0)
+	hdr := dynamicpb.NewMessage(fd.Messages().Get(0))
+	hdr.Set(hdr.Descriptor().Fields().ByName("trace"), protoValue("t-1"))
+	hb, _ := proto.Marshal(hdr)
+
+	for _, tc := range []struct {
+		name    string
+		in      []byte
+		want    []string // in the JSON
+		message string
+		err     error
+	}{
+		{"avro with a reference", wire(1, avroData), []string{`"id": 42`, `"name": "Ada"`, `"rush"`}, "", nil},
+		{"protobuf second message", wire(2, append(payIdx, pb...)), []string{`"id": "p-7"`}, "shop.Payment", nil},
+		{"protobuf nested message", wire(2, append(refundIdx, rb...)), []string{`"reason": "damaged"`}, "shop.Payment.Refund", nil},
+		{"protobuf first message, short form", wire(2, append([]byte{0}, hb...)), []string{`"trace": "t-1"`}, "shop.Header", nil},
+		{"json schema", wire(3, []byte(`{"a":1}`)), []string{`"a": 1`}, "", nil},
+		{"plain text", []byte("hello world"), nil, "", ErrNotWire},
+		{"short", []byte{0, 0, 0}, nil, "", ErrNotWire},
+		{"unknown id", wire(99, []byte{1}), nil, "", ErrSchema},
+		{"broken schema", wire(4, []byte{1}), nil, "", ErrSchema},
+		{"avro truncated", wire(1, avroData[:2]), nil, "", ErrData},
+		{"protobuf index out of range", wire(2, binary.AppendVarint(binary.AppendVarint(nil, 1), 9)), nil, "", ErrData},
+		{"protobuf bad index count", wire(2, binary.AppendVarint(nil, 1000)), nil, "", ErrData},
+		{"protobuf garbage", wire(2, []byte{0, 0xff, 0xff, 0xff}), nil, "", ErrData},
+		{"json garbage", wire(3, []byte(`{"a":`)), nil, "", ErrData},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := New(lookup)
+			got, err := d.Decode(ctx, tc.in)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("error %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got.JSON, w) {
+					t.Errorf("JSON lacks %s:\n%s", w, got.JSON)
+				}
+			}
+			if got.Message != tc.message {
+				t.Errorf("message %q, want %q", got.Message, tc.message)
+			}
+			if s := schemas()[got.SchemaID]; got.Subject != s.Subject || got.Version != s.Version {
+				t.Errorf("subject %s v%d", got.Subject, got.Version)
+			}
+		})
+	}
+}
+
+// FuzzDecode: any bytes under any of the test schemas decode or fail with
+// an error, never a panic.
+func FuzzDecode(f *testing.F) {
+	f.Add(wire(1, []byte{84, 6, 65, 100, 97, 2, 8, 114, 117, 115, 104}))
+	f.Add(wire(2, []byte{2, 2, 10, 3, 112, 45, 55}))
+	f.Add(wire(2, []byte{0, 10, 3, 116, 45, 49}))
+	f.Add(wire(3, []byte(`{"a":[1,2,{"b":null}]}`)))
+	f.Add(wire(1, []byte{0xff, 0xff, 0xff, 0xff, 0x0f}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := New(lookup)
+		got, err := d.Decode(context.Background(), b)
+		if err == nil && got.JSON == "" {
+			t.Fatalf("no error and no JSON for %x", b)
+		}
+	})
+}
+
+func protoValue(s string) protoreflect.Value { return protoreflect.ValueOfString(s) }
