@@ -293,23 +293,7 @@ func appendStoreBatch(b []byte, now int64, recs []kmsg.Record, pr storeProducer)
 	start := len(b)
 	b = slices.Grow(b, size)
 	b = b[:start+batch.HeaderSize]
-	h := b[start:]
-	binary.BigEndian.PutUint64(h[batch.OffBaseOffset:], 0)
-	binary.BigEndian.PutUint32(h[batch.OffLength:], uint32(size-batch.LogOverhead))
-	binary.BigEndian.PutUint32(h[batch.OffLeaderEpoch:], 0xffffffff)
-	h[batch.OffMagic] = 2
-	attrs, seq := uint16(0), uint32(0xffffffff)
-	if pr.id >= 0 {
-		attrs, seq = batch.AttrTransactional, 0
-	}
-	binary.BigEndian.PutUint16(h[batch.OffAttributes:], attrs)
-	binary.BigEndian.PutUint32(h[batch.OffLastOffsetDelta:], uint32(len(recs)-1))
-	binary.BigEndian.PutUint64(h[batch.OffFirstTimestamp:], uint64(now))
-	binary.BigEndian.PutUint64(h[batch.OffMaxTimestamp:], uint64(now))
-	binary.BigEndian.PutUint64(h[batch.OffProducerID:], uint64(pr.id))
-	binary.BigEndian.PutUint16(h[batch.OffProducerEpoch:], uint16(pr.epoch))
-	binary.BigEndian.PutUint32(h[batch.OffBaseSequence:], seq)
-	binary.BigEndian.PutUint32(h[batch.OffRecordCount:], uint32(len(recs)))
+	putStoreHeader(b[start:], size, len(recs), now, pr)
 	for i := range recs {
 		b = binary.AppendVarint(b, int64(recordBodyLen(int64(i), &recs[i])))
 		b = append(b, 0)                     // attributes
@@ -354,4 +338,25 @@ func entryLen(e *Entry) int {
 		n += bytesLen([]byte(h.Key)) + bytesLen(h.Value)
 	}
 	return n
+}
+
+// putStoreHeader writes the v2 batch header of a store batch of size bytes
+// holding n records, timestamp now, producer pr (CRC left to the caller).
+func putStoreHeader(h []byte, size, n int, now int64, pr storeProducer) {
+	binary.BigEndian.PutUint64(h[batch.OffBaseOffset:], 0)
+	binary.BigEndian.PutUint32(h[batch.OffLength:], uint32(size-batch.LogOverhead))
+	binary.BigEndian.PutUint32(h[batch.OffLeaderEpoch:], 0xffffffff)
+	h[batch.OffMagic] = 2
+	attrs, seq := uint16(0), uint32(0xffffffff)
+	if pr.id >= 0 {
+		attrs, seq = batch.AttrTransactional, 0
+	}
+	binary.BigEndian.PutUint16(h[batch.OffAttributes:], attrs)
+	binary.BigEndian.PutUint32(h[batch.OffLastOffsetDelta:], uint32(n-1))
+	binary.BigEndian.PutUint64(h[batch.OffFirstTimestamp:], uint64(now))
+	binary.BigEndian.PutUint64(h[batch.OffMaxTimestamp:], uint64(now))
+	binary.BigEndian.PutUint64(h[batch.OffProducerID:], uint64(pr.id))
+	binary.BigEndian.PutUint16(h[batch.OffProducerEpoch:], uint16(pr.epoch))
+	binary.BigEndian.PutUint32(h[batch.OffBaseSequence:], seq)
+	binary.BigEndian.PutUint32(h[batch.OffRecordCount:], uint32(n))
 }

@@ -133,13 +133,42 @@ func (p *part) add(t Target, es []*entry) {
 	}
 }
 
+// addHeld is add for the records Hold just appended to the store from
+// base on: an entry is allocated only for those the index keeps (due
+// within the horizon, or before the first scan is in); one due later is
+// only counted, and its values are not kept.
+func (p *part) addHeld(t Target, hs []held, bases []int64, base int64) {
+	p.mu.Lock()
+	x := p.target(t)
+	early := false
+	for i := range hs {
+		e := entry{due: hs[i].due, off: base + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta), t: x}
+		if p.loaded && e.due > p.cutoff {
+			p.countFar(e) // counted, not kept
+			p.sum.add(t.Topic, e.due)
+			continue
+		}
+		ne := new(entry)
+		*ne = e
+		switch {
+		case !p.loaded:
+			p.index1(ne, &early)
+			p.preload = append(p.preload, ne)
+		case p.index1(ne, &early):
+			p.sum.add(t.Topic, ne.due)
+		}
+	}
+	p.mu.Unlock()
+	if early {
+		p.poke()
+	}
+}
+
 // index1 puts e in the index (or counts it as far); mu held. It reports
 // whether e is new (a far entry always is: the log alone knows).
 func (p *part) index1(e *entry, early *bool) bool {
 	if e.due > p.cutoff {
-		p.farMin = min(p.farMin, e.due)
-		p.farCount++
-		e.t.spans = noteSpan(e.t.spans, e.res, e.off)
+		p.countFar(*e)
 		return true
 	}
 	id := entryID{e.t, e.res}
@@ -155,6 +184,14 @@ func (p *part) index1(e *entry, early *bool) bool {
 		}
 	}
 	return true
+}
+
+// countFar notes an entry due beyond the horizon: the log alone keeps it.
+// mu held.
+func (p *part) countFar(e entry) {
+	p.farMin = min(p.farMin, e.due)
+	p.farCount++
+	e.t.spans = noteSpan(e.t.spans, e.res, e.off)
 }
 
 func (p *part) poke() {

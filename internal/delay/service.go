@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
@@ -220,7 +219,9 @@ func (s *Service) HoldTxn(ctx context.Context, p *log.Partition, payload []byte,
 
 func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, txnID string) (res log.AppendResult, wait func(ctx context.Context, durable bool) error, err error) {
 	now := s.now()
-	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords)
+	var a arena // the held records' entry values, until the store batch is made
+	defer a.free()
+	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords, &a)
 	if err != nil {
 		var re *batch.RecordErrors
 		if errors.As(err, &re) {
@@ -295,10 +296,10 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 			return res, nil, nil
 		}
 	}
-	sb := storeBatch(t, now, hs, bases, pr)
 	var sres log.AppendResult
 	var last int64
 	if pr.id >= 0 {
+		sb := storeBatch(t, now, hs, bases, pr)
 		sbases, _, lres, lastOff, err := sp.appendTxn(ctx, sb)
 		if err != nil {
 			return res, nil, err
@@ -308,15 +309,18 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 		}
 		sres, last = lres, lastOff
 	} else {
+		// The append copies sb into the WAL: its buffer is reused.
+		bp := storeBufPool.Get().(*[]byte)
+		sb := appendHeldBatches((*bp)[:0], t, now, hs, bases, pr)
 		sres, err = sp.p.AppendHeld(ctx, sb)
+		if cap(sb) <= maxPooledStoreBuf {
+			*bp = sb[:0]
+			storeBufPool.Put(bp)
+		}
 		if err != nil {
 			return res, nil, fmt.Errorf("delay: appending to %s-%d: %w", Topic, sp.id, err)
 		}
-		es := make([]*entry, len(hs))
-		for i := range hs {
-			es[i] = &entry{due: hs[i].due, off: sres.BaseOffset + int64(i), res: bases[hs[i].batch] + int64(hs[i].delta)}
-		}
-		sp.add(t, es)
+		sp.addHeld(t, hs, bases, sres.BaseOffset)
 		s.m.held.Add(float64(len(hs)))
 		last = sres.BaseOffset + int64(len(hs)) - 1
 	}
@@ -331,11 +335,7 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 
 // storeBatch encodes held records as entries of the store, as producer pr.
 func storeBatch(t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
-	recs := make([]kmsg.Record, len(hs))
-	for i := range hs {
-		recs[i] = kmsg.Record{Key: EntryKey(t, bases[hs[i].batch]+int64(hs[i].delta)), Value: hs[i].value}
-	}
-	return buildStoreAs(now, recs, pr)
+	return appendHeldBatches(nil, t, now, hs, bases, pr)
 }
 
 // forward sends held records to the broker leading t's store partition.

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,7 +35,10 @@ type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 // A bad header refuses the whole payload with *batch.RecordErrors (every
 // bad record by index). A transactional batch is split alike; its held
 // records become pending when the transaction commits (txn.go).
-func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder) (kept []byte, hs []held, err error) {
+//
+// Entry values are allocated from a (freed by the caller once they are
+// copied into the store batch).
+func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder, a *arena) (kept []byte, hs []held, err error) {
 	var rerrs batch.RecordErrors
 	var out [][]byte
 	anyHeld := false
@@ -59,10 +63,13 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 			case derr != nil:
 				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta, Message: derr.Error()})
 			case later:
+				if hs == nil {
+					hs = make([]held, 0, recordCount(payload)+len(x.Records)-i)
+				}
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.
 				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(make([]byte, 0, entryLen(&e)), &e)})
+				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(a.alloc(entryLen(&e)), &e)})
 			default:
 				keep = append(keep, *r)
 			}
@@ -93,4 +100,19 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 		kept = append(kept, b...)
 	}
 	return kept, hs, nil
+}
+
+// recordCount is the number of records the batches of a validated payload
+// say they hold: hs is sized once, not grown record by record.
+func recordCount(payload []byte) int {
+	n := 0
+	for len(payload) >= batch.HeaderSize {
+		size, err := batch.Size(payload)
+		if err != nil || size > len(payload) {
+			break
+		}
+		n += int(binary.BigEndian.Uint32(payload[batch.OffRecordCount:]))
+		payload = payload[size:]
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -48,6 +49,7 @@ type Consumer struct {
 	parts   map[tp]*tracker
 	keys    map[tp]*lanes // by main topic partition
 	scanned map[tp]bool   // main topic partitions whose retry partition was read
+	touched []*keyState   // dispatch's buffer: the lanes of one fetch
 
 	// ExactlyOnce only, guarded by mu: records set aside until due, the
 	// retry-topic offsets done markers name (from the scan, by retry
@@ -279,10 +281,13 @@ func (c *Consumer) runPlain(ctx, work context.Context) error {
 	}()
 	defer func() { <-commitDone }()
 	for {
-		// Backpressure: wait until half of MaxBuffered is finished. Main
-		// records never wait on a fetch to finish (a held key's are parked,
-		// not held), so this cannot deadlock.
-		for c.buffered.Load() >= int64(c.cfg.maxBuffered) {
+		// Backpressure: poll only when at most half of MaxBuffered is
+		// unfinished, so each poll takes at least half of it. Polling
+		// whenever below MaxBuffered made polls of a few hundred records
+		// as lanes finished them, each waking up to every lane for a few
+		// records. Main records never wait on a fetch to finish (a held
+		// key's are parked, not held), so this cannot deadlock.
+		for c.buffered.Load() > int64(c.cfg.maxBuffered/2) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -322,33 +327,49 @@ func (c *Consumer) dispatch(work context.Context, fp kgo.FetchTopicPartition) {
 		tr = newTracker()
 		c.parts[k] = tr
 	}
-	// One pass over the records, handing them to the tracker and to their
-	// lanes together: the records are touched once. The tracker's lock is
-	// held through it (lock order: c.mu, then the tracker's).
+	// The tracker first (lock order: c.mu, then the tracker's), in one
+	// go: its lock is not held while the lanes are handed their records.
 	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	recs := tr.skipOldLocked(fp.Records, fp.HighWatermark)
 	seq := tr.base + int64(len(tr.offs))
 	tr.offs = slices.Grow(tr.offs, len(recs))
-	tr.done = slices.Grow(tr.done, len(recs))
+	for _, r := range recs {
+		tr.offs = append(tr.offs, r.Offset)
+	}
+	tr.done = append(tr.done, make([]bool, len(recs))...)
+	tr.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
 	if !retry {
 		c.buffered.Add(int64(len(recs)))
 	}
+	// Each lane gets one segment of this fetch: its records are chained
+	// through b.next, one int32 per record.
+	b := &fetchBatch{recs: recs, next: make([]int32, len(recs)), tr: tr, seq0: seq, retry: retry}
 	ls := c.lanesLocked(main, fp.Partition)
+	touched := c.touched[:0]
 	for i, r := range recs {
-		tr.offs = append(tr.offs, r.Offset)
-		tr.done = append(tr.done, false)
-		it := item{rec: r, tr: tr, retry: retry, seq: seq + int64(i), counted: !retry}
-		if retry {
-			info, err := DecodeRetryInfo(r)
-			it.info = &itemInfo{info, err}
-		}
+		i := int32(i)
+		b.next[i] = -1
 		ks := ls.lane(main, fp.Partition, r.Key)
-		ks.queue = append(ks.queue, it)
+		if ks.tag != b {
+			ks.tag = b
+			ks.queue = append(ks.queue, segment{b, i})
+			touched = append(touched, ks)
+		} else {
+			b.next[ks.tail] = i
+		}
+		ks.tail = i
+	}
+	for _, ks := range touched {
+		ks.tag = nil
 		if !ks.running {
 			c.startLocked(work, ks)
 		}
 	}
+	clear(touched)
+	c.touched = touched[:0]
 }
 
 // startLocked starts the lane's goroutine. c.mu is held.
@@ -378,6 +399,26 @@ type lanes struct {
 	byKey map[string]*keyState
 	null  *keyState
 	m     *topicMetrics // nil without Metrics
+	// recent caches lanes by a cheap hash of the key (keyHash): a hit
+	// costs a word load and a compare instead of the map's hash of the
+	// whole key, and a partition's records usually come from few keys.
+	recent [64]*keyState
+}
+
+// keyHash is a cheap hash of a key (its length and last eight bytes) for
+// lanes.recent; collisions only cost a map lookup.
+func keyHash(k []byte) uint {
+	n := len(k)
+	var x uint64
+	if n >= 8 {
+		x = binary.LittleEndian.Uint64(k[n-8:])
+	} else {
+		for _, c := range k {
+			x = x<<8 | uint64(c)
+		}
+	}
+	x = (x ^ uint64(n)) * 0x9E3779B97F4A7C15
+	return uint(x >> 58)
 }
 
 // lanesLocked returns the lanes of a main topic partition, creating them.
@@ -407,11 +448,16 @@ func (ls *lanes) lane(main string, p int32, key []byte) *keyState {
 		}
 		return ls.null
 	}
-	if ks := ls.byKey[string(key)]; ks != nil { // no allocation for the lookup
+	h := keyHash(key)
+	if ks := ls.recent[h]; ks != nil && ks.id.key == string(key) {
 		return ks
 	}
-	ks := &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
-	ls.byKey[ks.id.key] = ks
+	ks := ls.byKey[string(key)] // no allocation for the lookup
+	if ks == nil {
+		ks = &keyState{id: keyID{topic: main, p: p, key: string(key)}, m: ls.m}
+		ls.byKey[ks.id.key] = ks
+	}
+	ls.recent[h] = ks
 	return ks
 }
 
@@ -435,6 +481,9 @@ func (c *Consumer) sweepLocked() {
 		for k, ks := range ls.byKey {
 			if old(ks) {
 				delete(ls.byKey, k)
+				if h := keyHash([]byte(k)); ls.recent[h] == ks {
+					ls.recent[h] = nil
+				}
 			}
 		}
 		if ls.null != nil && old(ls.null) {
@@ -521,10 +570,15 @@ func (c *Consumer) drop(parts map[string][]int32) {
 			if ks.cancel != nil {
 				ks.cancel() // a handler or a wait in progress stops; its record is not finished
 			}
-			for i := range ks.queue {
-				c.release(&ks.queue[i])
+			for _, sg := range ks.queue {
+				if !sg.b.retry {
+					c.released(sg.b.count(sg.head))
+				}
 			}
-			ks.queue = nil
+			for i := range ks.front {
+				c.release(&ks.front[i])
+			}
+			ks.queue, ks.front = nil, nil
 		}
 		delete(c.keys, k)
 	}

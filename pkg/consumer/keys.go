@@ -19,12 +19,15 @@ type keyID struct {
 	null  bool
 }
 
-// keyState is one lane. queue and running are guarded by Consumer.mu; the
-// park state (heads, held, pending) belongs to the lane's goroutine, or to
-// ensureScanned before any goroutine runs for the lane.
+// keyState is one lane. queue, front, tag, tail and running are guarded by
+// Consumer.mu; the park state (heads, held, pending) belongs to the lane's
+// goroutine, or to ensureScanned before any goroutine runs for the lane.
 type keyState struct {
 	id      keyID
-	queue   []item // by value: no allocation per record; see runKey
+	queue   []segment // the lane's records, fetch by fetch: see fetchBatch
+	front   []item    // records to run before queue (deferred ones now due)
+	tag     *fetchBatch
+	tail    int32 // the lane's last record in tag so far (dispatch)
 	running bool
 	dead    atomic.Bool
 	swept   bool               // found idle by the last sweep (guarded by Consumer.mu)
@@ -57,10 +60,48 @@ func (ks *keyState) idle() bool {
 	return len(ks.heads) == 0 && len(ks.held) == 0 && ks.pending == 0 && ks.waiting == 0
 }
 
-// item is one record handed to a lane, kept by value in the lane's queue
-// (48 bytes, no allocation of its own). A pointer to a queued item is good
-// only while its lane's goroutine works on that batch: an item kept longer
-// (held, a hold marker, set aside until due) is cloned to the heap.
+// fetchBatch is one fetched partition's records as dispatch hands them to
+// the lanes: no value per record is made or queued. A lane's records in it
+// are a chain through next, starting at a segment's head: dispatch writes
+// one int32 per record (no pointer, so no write barrier and nothing for
+// the collector to scan), and a lane queues one segment per fetch.
+type fetchBatch struct {
+	recs  []*kgo.Record
+	next  []int32 // index of the next record of the same lane, -1 at its last
+	tr    *tracker
+	seq0  int64 // the sequence number of recs[0] in tr
+	retry bool  // read from a retry topic
+}
+
+// segment is a lane's records in one fetchBatch.
+type segment struct {
+	b    *fetchBatch
+	head int32
+}
+
+// item makes the lane's working value for record i of b.
+func (b *fetchBatch) item(i int32) item {
+	it := item{rec: b.recs[i], tr: b.tr, seq: b.seq0 + int64(i), retry: b.retry, counted: !b.retry}
+	if b.retry {
+		info, err := DecodeRetryInfo(it.rec)
+		it.info = &itemInfo{info, err}
+	}
+	return it
+}
+
+// count is the number of records in the chain from i.
+func (b *fetchBatch) count(i int32) int64 {
+	n := int64(0)
+	for ; i >= 0; i = b.next[i] {
+		n++
+	}
+	return n
+}
+
+// item is one record being handled by a lane: made from its fetchBatch
+// when its turn comes, and good only while the lane works on it. An item
+// kept longer (held, a hold marker, set aside until due) is cloned to the
+// heap.
 type item struct {
 	rec      *kgo.Record
 	tr       *tracker
@@ -102,11 +143,14 @@ type attemptKey struct{}
 // after returning (as with any per-call context).
 type attemptCtx struct {
 	context.Context
-	n     int
-	done  []*item       // handled, to be marked finished in one go (flushDone)
-	seqs  []int64       // flushDone's buffer
-	emits []*kgo.Record // Emit's records of the current run
-	m     *topicMetrics // the lane's, nil without Metrics
+	n int
+	// Handled records not yet marked finished (flushDone): their
+	// tracker, sequence numbers, and how many count in buffered.
+	doneTr *tracker
+	seqs   []int64
+	doneN  int64
+	emits  []*kgo.Record // Emit's records of the current run
+	m      *topicMetrics // the lane's, nil without Metrics
 }
 
 func (a *attemptCtx) Value(k any) any {
@@ -145,34 +189,29 @@ func (c *Consumer) released(n int64) {
 	}
 }
 
+// addDone notes it as handled; flushDone marks it finished. Until then it
+// only holds the commit back, which is safe.
+func (c *Consumer) addDone(ctx *attemptCtx, it *item) {
+	if it.tr != ctx.doneTr {
+		c.flushDone(ctx)
+		ctx.doneTr = it.tr
+	}
+	ctx.seqs = append(ctx.seqs, it.seq)
+	if it.counted {
+		it.counted = false
+		ctx.doneN++
+	}
+}
+
 // flushDone marks the lane's handled records finished: one tracker lock
-// per partition and batch instead of one per record. Until then they only
-// hold the commit back, which is safe.
+// per partition and batch instead of one per record.
 func (c *Consumer) flushDone(ctx *attemptCtx) {
-	if len(ctx.done) == 0 {
-		return
+	if len(ctx.seqs) > 0 {
+		ctx.doneTr.finishSeqs(ctx.seqs)
+		ctx.seqs = ctx.seqs[:0]
 	}
-	var n int64
-	for len(ctx.done) > 0 {
-		tr := ctx.done[0].tr
-		rest := ctx.done[:0]
-		seqs := ctx.seqs[:0]
-		for _, it := range ctx.done {
-			if it.tr != tr {
-				rest = append(rest, it)
-				continue
-			}
-			seqs = append(seqs, it.seq)
-			if it.counted {
-				it.counted = false
-				n++
-			}
-		}
-		tr.finishSeqs(seqs)
-		ctx.seqs = seqs
-		ctx.done = rest
-	}
-	if n > 0 {
+	if n := ctx.doneN; n > 0 {
+		ctx.doneN = 0
 		c.released(n)
 	}
 }
@@ -208,23 +247,41 @@ func (c *Consumer) runKey(lctx context.Context, cancel context.CancelFunc, ks *k
 	}
 	actx := ks.actx // one per lane: its buffers are kept between runs
 	actx.Context = lctx
-	defer func() { actx.Context = nil }()
+	defer func() { actx.Context, actx.doneTr = nil, nil }()
 	stopped := lctx.Done()
-	var work []item
-	for i := 0; ; {
-		if i == len(work) {
-			// The batch is done: its slice goes back as the lane's
-			// queue (two slices take turns), sparing the appends of the
-			// next batch their growing. Flushed first: actx.done points
-			// into it.
+	var (
+		segs  []segment // taken from ks.queue, run from si on
+		si    int
+		b     *fetchBatch // the segment being run, from its record i
+		i     = int32(-1)
+		extra []item // run before the rest: released held records, due deferred ones
+		cur   item   // the record being handled
+	)
+	for {
+		switch {
+		case len(extra) > 0:
+			cur = extra[0]
+			extra[0] = item{}
+			extra = extra[1:]
+		case i >= 0:
+			cur = b.item(i)
+			i = b.next[i]
+		case si < len(segs):
+			b, i = segs[si].b, segs[si].head
+			segs[si] = segment{}
+			si++
+			continue
+		default:
+			// Done with what was taken: the segment slice goes back as
+			// the lane's queue (two slices take turns).
 			c.flushDone(actx)
-			clear(work)
-			spare := work[:0]
+			b = nil
+			spare := segs[:0]
 			if cap(spare) > maxSpareQueue {
 				spare = nil
 			}
 			c.mu.Lock()
-			if ks.dead.Load() || len(ks.queue) == 0 {
+			if ks.dead.Load() || (len(ks.queue) == 0 && len(ks.front) == 0) {
 				ks.running = false
 				if c.metrics != nil {
 					c.metrics.keysBusy.Dec()
@@ -235,14 +292,18 @@ func (c *Consumer) runKey(lctx context.Context, cancel context.CancelFunc, ks *k
 				c.mu.Unlock()
 				return
 			}
-			work, ks.queue, i = ks.queue, spare, 0
+			if len(ks.front) > 0 {
+				extra = append(extra, ks.front...)
+				ks.front = nil
+			}
+			segs, ks.queue, si = ks.queue, spare, 0
 			c.mu.Unlock()
+			continue
 		}
-		if len(actx.done) >= 256 {
+		it := &cur
+		if len(actx.seqs) >= 256 {
 			c.flushDone(actx)
 		}
-		it := &work[i]
-		i++
 		select {
 		case <-stopped:
 			c.flushDone(actx) // handled: finished, even when stopping
@@ -263,19 +324,18 @@ func (c *Consumer) runKey(lctx context.Context, cancel context.CancelFunc, ks *k
 			again = c.process(actx, ks, it)
 		}
 		if len(again) > 0 {
-			// A new slice: actx.done may point into the old one.
-			next := make([]item, 0, len(again)+len(work)-i)
+			next := make([]item, 0, len(again)+len(extra))
 			for _, h := range again {
 				next = append(next, *h)
 			}
-			work, i = append(next, work[i:]...), 0
+			extra = append(next, extra...)
 		}
 	}
 }
 
-// maxSpareQueue bounds the queue memory (48 bytes an entry) an idle lane
+// maxSpareQueue bounds the queue memory (16 bytes an entry) an idle lane
 // keeps.
-const maxSpareQueue = 512
+const maxSpareQueue = 1024
 
 // process applies the parking rules to one record and handles it when it is
 // its turn. It returns held records that may now run, to go first.
@@ -299,7 +359,7 @@ func (c *Consumer) process(ctx *attemptCtx, ks *keyState, it *item) []*item {
 		ctx.n = 1
 		err := c.call(ctx, it.rec)
 		if err == nil && len(ks.heads) == 0 {
-			ctx.done = append(ctx.done, it)
+			c.addDone(ctx, it)
 			return nil
 		}
 		return c.handleAfter(ctx, ks, it, 1, err)
@@ -386,7 +446,7 @@ func (c *Consumer) handleAfter(ctx *attemptCtx, ks *keyState, it *item, ran int,
 	}
 	if err == nil {
 		if len(ks.heads) == 0 && (c.sess == nil || !it.retry) {
-			ctx.done = append(ctx.done, it)
+			c.addDone(ctx, it)
 			return nil
 		}
 		if !c.settle(ctx, it) {

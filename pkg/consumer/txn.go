@@ -76,7 +76,7 @@ func (c *Consumer) requeueDue(work context.Context) int {
 		default:
 			d.ks.waiting--
 			d.it.deferred = true
-			d.ks.queue = append([]item{*d.it}, d.ks.queue...)
+			d.ks.front = append(d.ks.front, *d.it)
 			if !d.ks.running {
 				c.startLocked(work, d.ks)
 			}

@@ -2,8 +2,10 @@ package delay
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -104,13 +106,14 @@ func BenchmarkDelayPending(b *testing.B) {
 	// min.compaction.lag.ms so that its compaction runs while the records
 	// are pending; the broker's RSS is then sampled until it is done.
 	lag := os.Getenv("SLUICE_DELAY_COMPACT_LAG")
-	var metrics string
+	// SLUICE_DELAY_PROFILE=dir saves the broker's heap profile and Go
+	// memory figures at the end of the burst (where the extra RSS is).
+	profDir := os.Getenv("SLUICE_DELAY_PROFILE")
 	if lag != "" {
-		metrics = freeAddr(b)
 		b.Setenv("SLUICE_DELAY_STORE_MIN_COMPACTION_LAG", lag)
-		b.Setenv("SLUICE_ADMIN_LISTEN", metrics)
 	}
 	p := testbroker.StartProcess(b, bin, "--log-level", "info")
+	metrics := p.AdminAddr()
 	const topic = "pending"
 	testbroker.CreateTopic(b, p.Addr(), topic, 8, nil)
 	// A first delayed record so that the store exists and is loaded.
@@ -139,8 +142,20 @@ func BenchmarkDelayPending(b *testing.B) {
 	var failed sync.Once
 	var ferr error
 	val := make([]byte, 100)
+	// SLUICE_DELAY_RANDOM=1: random values, which the producer's snappy
+	// does not shrink (zero-filled ones it shrinks about tenfold, the
+	// delay store keeps entries uncompressed).
+	random := os.Getenv("SLUICE_DELAY_RANDOM") == "1"
+	rng := mrand.New(mrand.NewPCG(1, 2))
 	for i := range n {
 		wg.Add(1)
+		if random {
+			val = make([]byte, 100)
+			for j := 0; j+8 <= len(val); j += 8 {
+				binary.LittleEndian.PutUint64(val[j:], rng.Uint64())
+			}
+			binary.LittleEndian.PutUint32(val[96:], rng.Uint32())
+		}
 		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val, Key: []byte(strconv.Itoa(i)),
 			Headers: hdrs}, func(_ *kgo.Record, err error) {
 			if err != nil {
@@ -161,8 +176,27 @@ func BenchmarkDelayPending(b *testing.B) {
 		b.Fatal(err)
 	}
 	extra := after.RSS - before.RSS
-	b.Logf("RSS %d MiB before, %d MiB with %d pending: %d MiB extra (%.1f bytes a record)", before.RSS>>20, after.RSS>>20, n, extra>>20, float64(extra)/float64(n))
+	b.Logf("RSS %d MiB before, %d MiB with %d pending: %d MiB extra (%.1f bytes a record); anon %d MiB, peak RSS %d MiB",
+		before.RSS>>20, after.RSS>>20, n, extra>>20, float64(extra)/float64(n), after.Anon>>20, after.HWM>>20)
 	b.ReportMetric(float64(extra>>20), "extra-RSS-MiB")
+	if profDir != "" {
+		saveMemory(b, metrics, profDir, baseline)
+	}
+	// Settled: past the broker's idle memory return (a check every 30 s
+	// by default; the first check after the burst still sees its
+	// allocations, the second finds the broker quiet), the burst's free
+	// heap is given back; what stays is what the pending records cost
+	// while they wait. (Not with SLUICE_DELAY_COMPACT_LAG: its compaction
+	// may run by then.)
+	if lag == "" {
+		time.Sleep(time.Until(began.Add(took + 70*time.Second)))
+		settled, err := testbroker.ReadMemory(p.Pid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("RSS 70 s after the burst: %d MiB: %d MiB extra; anon %d MiB", settled.RSS>>20, (settled.RSS-before.RSS)>>20, settled.Anon>>20)
+		b.ReportMetric(float64((settled.RSS-before.RSS)>>20), "settled-extra-RSS-MiB")
+	}
 	if baseline {
 		return
 	}
@@ -270,6 +304,46 @@ func freeAddr(b *testing.B) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// saveMemory logs the broker's Go memory figures and saves its heap
+// profile (live objects by allocation site, as of the last collection) in
+// dir, then the same after a forced collection.
+func saveMemory(b *testing.B, metrics, dir string, baseline bool) {
+	name := "delayed"
+	if baseline {
+		name = "baseline"
+	}
+	names := []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes",
+		"go_memstats_next_gc_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes", "go_gc_gogc_percent",
+		"go_gc_gomemlimit_bytes"}
+	for _, gc := range []string{"0", "1"} {
+		vals, err := scrape(metrics, names...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sb strings.Builder
+		for i, n := range names {
+			if strings.HasSuffix(n, "_percent") {
+				fmt.Fprintf(&sb, " %s=%.0f", strings.TrimPrefix(n, "go_"), vals[i])
+				continue
+			}
+			fmt.Fprintf(&sb, " %s=%.0fMiB", strings.TrimSuffix(strings.TrimPrefix(n, "go_"), "_bytes"), vals[i]/(1<<20))
+		}
+		b.Logf("%s (gc=%s):%s", name, gc, sb.String())
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=" + gc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(fmt.Sprintf("%s/%s-heap-gc%s.pprof", dir, name, gc), body, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // scrape reads the values of unlabelled metrics from a /metrics page.
