@@ -21,7 +21,7 @@ func (d deleteRequest) What() string {
 		what = "version " + strconv.Itoa(d.Version)
 	}
 	if d.Permanent {
-		return what + ", permanently"
+		return what + " permanently"
 	}
 	return what
 }

@@ -27,8 +27,9 @@ import (
 // deleting under b-value (or deleting under a-value, which needs ALTER) is
 // refused and changes nothing, and in the message browser a record whose
 // schema is b-value's is shown raw with why. An administrator then deletes
-// a version, soft and then permanently, confirming each, as the
-// registry's REST API confirms.
+// a version and then a whole subject, soft and then permanently,
+// confirming each, as the registry's REST API confirms; bad input and a
+// permanent delete before a soft one are refused.
 func TestConsoleSchemaACLs(t *testing.T) {
 	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
 		c.Listeners = []string{"PLAINTEXT://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0"}
@@ -220,14 +221,57 @@ func TestConsoleSchemaACLs(t *testing.T) {
 	if l := text(t, bctx, "#delete-version"); !strings.Contains(l, "permanently") {
 		t.Fatalf("the soft-deleted version's button: %q", l)
 	}
-	if err := chromedp.Do(bctx,
-		submit("#delete-version", "#confirm-delete"),
-		submit("#confirm-delete-button", "#deleted"),
-	); err != nil {
+	if err := chromedp.Do(bctx, submit("#delete-version", "#confirm-delete")); err != nil {
+		t.Fatalf("asking to delete version 1 permanently: %v", err)
+	}
+	if c := text(t, bctx, "#confirm-delete"); !strings.Contains(c, "version 1 of a-value permanently") || !strings.Contains(c, "cannot be undone") {
+		t.Fatalf("the confirmation says %q", c)
+	}
+	screenshot(t, bctx, "schema-delete")
+	if err := chromedp.Do(bctx, submit("#confirm-delete-button", "#deleted")); err != nil {
 		t.Fatalf("deleting version 1 permanently: %v", err)
 	}
 	if vs, all := versions("a-value", ""), versions("a-value", "?deleted=true"); !slices.Equal(vs, []int{2}) || !slices.Equal(all, []int{2}) {
 		t.Fatalf("after the permanent delete, versions %v, with deleted ones %v", vs, all)
 	}
-	screenshot(t, bctx, "schema-delete")
+
+	// Bad input is refused with a reason, and nothing is deleted.
+	for _, form := range []map[string]string{{"version": "x", "confirm": "yes"}, {"version": "-1", "confirm": "yes"}, {"permanent": "maybe", "confirm": "yes"}} {
+		if code, body := fetch("POST", "/ui/schemas/b-value/delete", form, true); code != http.StatusBadRequest || !strings.Contains(body, "version") && !strings.Contains(body, "true or false") {
+			t.Errorf("delete with %v: %d\n%.2000s", form, code, body)
+		}
+	}
+	if vs := versions("b-value", "?deleted=true"); !slices.Equal(vs, []int{1}) {
+		t.Fatalf("b-value's versions after bad deletes: %v", vs)
+	}
+	// The whole subject: soft (listed as soft-deleted), then permanently.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(ui+"schemas/b-value"), chromedp.WaitVisible(chromedp.CSS("#delete-subject")),
+		submit("#delete-subject", "#confirm-delete"),
+		submit("#confirm-delete-button", "#subject-deleted"),
+	); err != nil {
+		t.Fatalf("soft-deleting b-value: %v", err)
+	}
+	if vs, all := versions("b-value", ""), versions("b-value", "?deleted=true"); vs != nil || !slices.Equal(all, []int{1}) {
+		t.Fatalf("after the subject's soft delete, versions %v, with deleted ones %v", vs, all)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(ui+"schemas"), chromedp.WaitVisible(chromedp.CSS("#soft-deleted"))); err != nil {
+		t.Fatal(err)
+	}
+	if l, d := text(t, bctx, "#subjects"), text(t, bctx, "#soft-deleted"); strings.Contains(l, "b-value") || !strings.Contains(d, "b-value") {
+		t.Fatalf("the list after b-value's soft delete:\n%s\nsoft-deleted:\n%s", l, d)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(ui+"schemas/b-value"), chromedp.WaitVisible(chromedp.CSS("#delete-subject")),
+		submit("#delete-subject", "#confirm-delete"),
+		submit("#confirm-delete-button", "#deleted"),
+	); err != nil {
+		t.Fatalf("deleting b-value permanently: %v", err)
+	}
+	if d := text(t, bctx, "#deleted"); !strings.Contains(d, "b-value permanently") {
+		t.Fatalf("after the permanent delete the list says %q", d)
+	}
+	if all := versions("b-value", "?deleted=true"); all != nil {
+		t.Fatalf("b-value after its permanent delete: %v", all)
+	}
 }
