@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -75,8 +76,8 @@ func (c *Console) schemaByID(r *http.Request, s *session, id int) (decode.Schema
 		Schema     string        `json:"schema"`
 		References []registryRef `json:"references"`
 	}
-	if _, err := c.callOn(c.registry, r, s, "GET", "/schemas/ids/"+strconv.Itoa(id), nil, &sc); err != nil {
-		return decode.Schema{}, err
+	if code, err := c.callOn(c.registry, r, s, "GET", "/schemas/ids/"+strconv.Itoa(id), nil, &sc); err != nil {
+		return decode.Schema{}, refusal(code, err)
 	}
 	out := decode.Schema{ID: id, Type: sc.SchemaType, Text: sc.Schema}
 	var usages []struct {
@@ -103,11 +104,21 @@ func (c *Console) schemaByID(r *http.Request, s *session, id int) (decode.Schema
 			References []registryRef `json:"references"`
 		}
 		path := "/subjects/" + url.PathEscape(ref.Subject) + "/versions/" + strconv.Itoa(ref.Version)
-		if _, err := c.callOn(c.registry, r, s, "GET", path, nil, &v); err != nil {
-			return decode.Schema{}, err
+		if code, err := c.callOn(c.registry, r, s, "GET", path, nil, &v); err != nil {
+			return decode.Schema{}, fmt.Errorf("reference %s: %w", ref.Name, refusal(code, err))
 		}
 		out.Refs = append(out.Refs, decode.Reference{Name: ref.Name, Text: v.Schema})
 		queue = append(queue, v.References...)
 	}
 	return out, nil
+}
+
+// refusal says why a schema lookup was refused: the registry applies the
+// broker's ACLs to the console's principal (docs/schema-registry.md), so
+// the record is shown as its raw bytes.
+func refusal(code int, err error) error {
+	if code == http.StatusForbidden {
+		return fmt.Errorf("you may not read this schema (%v): reading a schema needs DESCRIBE on the topic of a subject it is registered under", err)
+	}
+	return err
 }

@@ -11,9 +11,12 @@
 // action is a POST carrying the session's CSRF token, and nothing that
 // changes data is reachable by GET.
 //
-// The message browser decodes keys and values in the schema registry's
-// wire format through the in-process registry (decode/); dead letters are
-// replayed through POST /v1/dlq/{topic}/replay (internal/deadletter);
-// users, ACLs and quotas are managed through /v1/security
-// (internal/security).
+// The schema pages and the message browser's decoding (decode/) reach the
+// in-process schema registry as the logged-in principal through its
+// per-subject authorization (registry.HandlerAs), so they show and change
+// only the subjects that principal may on the registry's own listener;
+// schemas are deleted soft, then permanently, each after a confirmation
+// (schemadelete.go). Dead letters are replayed through
+// POST /v1/dlq/{topic}/replay (internal/deadletter); users, ACLs and
+// quotas are managed through /v1/security (internal/security).
 package console

@@ -74,6 +74,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/schemas/{subject}", c.withSession(c.subject))
 	mux.HandleFunc("POST /ui/schemas/{subject}/check", c.withSession(c.checkCompatibility))
 	mux.HandleFunc("POST /ui/schemas/{subject}/register", c.withSession(c.registerSchema))
+	mux.HandleFunc("POST /ui/schemas/{subject}/delete", c.withSession(c.deleteSchema))
 	mux.HandleFunc("POST /ui/schemas", c.withSession(c.registerSchema))
 	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))

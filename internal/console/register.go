@@ -39,17 +39,23 @@ func (c *Console) registerSchema(w http.ResponseWriter, r *http.Request, s *sess
 		http.Redirect(w, r, "/ui/schemas/"+url.PathEscape(sub)+"?registered="+fmt.Sprint(res.ID), http.StatusSeeOther)
 		return
 	}
-	d := subjectData{Subject: sub, Candidate: text, CandidateType: r.PostFormValue("schemaType"), RegisterError: err.Error()}
+	var messages []string
 	if code == http.StatusConflict {
 		var check struct {
 			Messages []string `json:"messages"`
 		}
 		c.callOn(c.registry, r, s, "POST", "/compatibility"+base+"/versions/latest?verbose=true", body, &check)
-		d.RegisterMessages = check.Messages
+		messages = check.Messages
 	}
-	if _, verr := c.callOn(c.registry, r, s, "GET", base+"/versions", nil, &d.Versions); verr == nil {
-		c.callOn(c.registry, r, s, "GET", base+"/versions/latest", nil, &d.Shown)
+	d, lcode, lerr := c.loadSubject(r, s, sub, "")
+	if d.Refused {
+		// Not even readable: the refusal page, saying the registration
+		// was refused too.
+		c.page(w, s, lcode, "subject", sub, d, fmt.Errorf("not registered: %v; %v", err, lerr))
+		return
 	}
+	d.Candidate, d.CandidateType = text, r.PostFormValue("schemaType")
+	d.RegisterError, d.RegisterMessages = err.Error(), messages
 	if code < 400 {
 		code = http.StatusBadRequest
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sluice-mq/sluice/internal/registry"
 )
 
 // registered is one version of a subject, as the registry's REST API
@@ -21,44 +24,123 @@ type registered struct {
 
 type schemasData struct {
 	Subjects []registered
+	// Subjects whose every version is soft-deleted, which only a
+	// permanent delete removes.
+	SoftDeleted []registered
+	// A subject deleted from its page.
+	Deleted   string
+	Permanent bool
 }
 
 var errNoRegistry = errors.New("the schema registry is off on this broker (schema_registry.listen)")
 
+// The registry answers as the session's principal (the console's registry
+// handler authorizes each request as on the registry's own listener):
+// /subjects lists only the subjects that principal may read.
 func (c *Console) schemas(w http.ResponseWriter, r *http.Request, s *session) {
 	if c.registry == nil {
 		c.page(w, s, http.StatusOK, "schemas", "Schemas", schemasData{}, errNoRegistry)
 		return
 	}
-	var subjects []string
-	_, err := c.callOn(c.registry, r, s, "GET", "/subjects", nil, &subjects)
-	var d schemasData
-	for _, sub := range subjects {
+	d := schemasData{Deleted: r.URL.Query().Get("deleted"), Permanent: r.URL.Query().Get("permanent") == "true"}
+	var live, all []string
+	_, err := c.callOn(c.registry, r, s, "GET", "/subjects", nil, &live)
+	if err == nil {
+		_, err = c.callOn(c.registry, r, s, "GET", "/subjects?deleted=true", nil, &all)
+	}
+	isLive := map[string]bool{}
+	for _, sub := range live {
+		isLive[sub] = true
+	}
+	for _, sub := range all {
 		var v registered
-		if _, err := c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions/latest", nil, &v); err == nil {
-			if v.SchemaType == "" {
-				v.SchemaType = "AVRO"
-			}
+		q := ""
+		if !isLive[sub] {
+			q = "?deleted=true"
+		}
+		if _, err := c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions/latest"+q, nil, &v); err != nil {
+			continue
+		}
+		if v.SchemaType == "" {
+			v.SchemaType = "AVRO"
+		}
+		if isLive[sub] {
 			d.Subjects = append(d.Subjects, v)
+		} else {
+			d.SoftDeleted = append(d.SoftDeleted, v)
 		}
 	}
 	c.page(w, s, http.StatusOK, "schemas", "Schemas", d, err)
 }
 
 type subjectData struct {
-	Subject       string
-	Versions      []int
-	Shown, Other  registered
-	Diff          []diffLine
-	Compatibility string
-	CheckResult   string
-	CheckMessages []string
+	Subject string
+	// Refused: the principal may not read the subject (403 from the
+	// registry); the page shows nothing of it.
+	Refused bool
+	// Versions are the live versions, Deleted the soft-deleted ones;
+	// SubjectDeleted: every version is soft-deleted.
+	Versions, Deleted []int
+	SubjectDeleted    bool
+	Shown, Other      registered
+	ShownDeleted      bool // Shown is a soft-deleted version
+	Diff              []diffLine
+	Compatibility     string
+	CheckResult       string
+	CheckMessages     []string
 	// A registration's outcome: the id registered, or the refusal.
 	Registered       string
 	RegisterError    string
 	RegisterMessages []string
 	// The candidate as typed, kept when it is refused.
 	Candidate, CandidateType string
+	// Confirm is a delete waiting for its confirmation; Done says what a
+	// delete did.
+	Confirm *deleteRequest
+	Done    string
+}
+
+// loadSubject reads subject's versions (live and soft-deleted), the shown
+// one (version, "" for the latest; soft-deleted ones too) and its
+// compatibility level. A 403 sets Refused; the error and the registry's
+// status are returned for the page.
+func (c *Console) loadSubject(r *http.Request, s *session, sub, version string) (subjectData, int, error) {
+	d := subjectData{Subject: sub}
+	base := "/subjects/" + url.PathEscape(sub)
+	var all []int
+	code, err := c.callOn(c.registry, r, s, "GET", base+"/versions?deleted=true", nil, &all)
+	if err != nil {
+		if code == http.StatusForbidden {
+			d.Refused = true
+			err = fmt.Errorf("refused: %w (reading a subject needs DESCRIBE on topic %s, docs/schema-registry.md)", err, registry.SubjectTopic(sub))
+		}
+		return d, code, err
+	}
+	if _, err := c.callOn(c.registry, r, s, "GET", base+"/versions", nil, &d.Versions); err != nil {
+		d.SubjectDeleted = true
+	}
+	live := map[int]bool{}
+	for _, v := range d.Versions {
+		live[v] = true
+	}
+	for _, v := range all {
+		if !live[v] {
+			d.Deleted = append(d.Deleted, v)
+		}
+	}
+	if version == "" {
+		version = "latest"
+	}
+	if _, err := c.callOn(c.registry, r, s, "GET", base+"/versions/"+url.PathEscape(version)+"?deleted=true", nil, &d.Shown); err != nil {
+		return d, http.StatusOK, err
+	}
+	d.ShownDeleted = !live[d.Shown.Version]
+	var cfg struct {
+		CompatibilityLevel string `json:"compatibilityLevel"`
+	}
+	c.callOn(c.registry, r, s, "GET", "/config/"+url.PathEscape(sub)+"?defaultToGlobal=true", nil, &cfg)
+	d.Compatibility = cfg.CompatibilityLevel
+	return d, http.StatusOK, nil
 }
 
 func (c *Console) subject(w http.ResponseWriter, r *http.Request, s *session) {
@@ -67,37 +149,27 @@ func (c *Console) subject(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	sub := r.PathValue("subject")
-	d := subjectData{Subject: sub, Registered: r.URL.Query().Get("registered")}
-	base := "/subjects/" + url.PathEscape(sub)
-	code, err := c.callOn(c.registry, r, s, "GET", base+"/versions", nil, &d.Versions)
-	if err != nil {
-		c.page(w, s, code, "subject", sub, d, err)
-		return
-	}
-	version := r.URL.Query().Get("version")
-	if version == "" {
-		version = "latest"
-	}
-	if _, err := c.callOn(c.registry, r, s, "GET", base+"/versions/"+url.PathEscape(version), nil, &d.Shown); err != nil {
-		c.page(w, s, http.StatusOK, "subject", sub, d, err)
-		return
-	}
-	var cfg struct {
-		CompatibilityLevel string `json:"compatibilityLevel"`
-	}
-	c.callOn(c.registry, r, s, "GET", "/config/"+url.PathEscape(sub)+"?defaultToGlobal=true", nil, &cfg)
-	d.Compatibility = cfg.CompatibilityLevel
-	if other := r.URL.Query().Get("diff"); other != "" {
-		if _, err := c.callOn(c.registry, r, s, "GET", base+"/versions/"+url.PathEscape(other), nil, &d.Other); err == nil {
-			d.Diff = diffLines(pretty(d.Other.Schema), pretty(d.Shown.Schema))
+	q := r.URL.Query()
+	d, code, err := c.loadSubject(r, s, sub, q.Get("version"))
+	d.Registered = q.Get("registered")
+	d.Done = doneMessage(q)
+	if err == nil {
+		if other := q.Get("diff"); other != "" {
+			if _, err := c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions/"+url.PathEscape(other)+"?deleted=true", nil, &d.Other); err == nil {
+				d.Diff = diffLines(pretty(d.Other.Schema), pretty(d.Shown.Schema))
+			}
 		}
 	}
-	c.page(w, s, http.StatusOK, "subject", sub, d, nil)
+	c.page(w, s, code, "subject", sub, d, err)
 }
 
 // checkCompatibility tests a candidate schema against the subject's latest
 // version (POST /compatibility/..., verbose).
 func (c *Console) checkCompatibility(w http.ResponseWriter, r *http.Request, s *session) {
+	if c.registry == nil {
+		c.page(w, s, http.StatusOK, "subject", "Schemas", subjectData{}, errNoRegistry)
+		return
+	}
 	sub := r.PathValue("subject")
 	body := map[string]any{"schema": r.PostFormValue("schema")}
 	if t := r.PostFormValue("schemaType"); t != "" && t != "AVRO" {
@@ -107,20 +179,24 @@ func (c *Console) checkCompatibility(w http.ResponseWriter, r *http.Request, s *
 		IsCompatible bool     `json:"is_compatible"`
 		Messages     []string `json:"messages"`
 	}
-	_, err := c.callOn(c.registry, r, s, "POST", "/compatibility/subjects/"+url.PathEscape(sub)+"/versions/latest?verbose=true", body, &res)
-	if err != nil {
-		c.page(w, s, http.StatusOK, "subject", sub, subjectData{Subject: sub}, err)
+	code, cerr := c.callOn(c.registry, r, s, "POST", "/compatibility/subjects/"+url.PathEscape(sub)+"/versions/latest?verbose=true", body, &res)
+	// Show the subject page with the verdict.
+	d, lcode, err := c.loadSubject(r, s, sub, "")
+	d.Candidate, d.CandidateType = r.PostFormValue("schema"), r.PostFormValue("schemaType")
+	switch {
+	case d.Refused:
+		c.page(w, s, lcode, "subject", sub, d, err)
+		return
+	case cerr != nil:
+		c.page(w, s, max(code, http.StatusBadRequest), "subject", sub, d, cerr)
 		return
 	}
-	// Show the subject page with the verdict.
-	d := subjectData{Subject: sub, CheckMessages: res.Messages, Candidate: r.PostFormValue("schema"), CandidateType: r.PostFormValue("schemaType")}
+	d.CheckMessages = res.Messages
 	d.CheckResult = "incompatible"
 	if res.IsCompatible {
 		d.CheckResult = "compatible"
 	}
-	c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions", nil, &d.Versions)
-	c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions/latest", nil, &d.Shown)
-	c.page(w, s, http.StatusOK, "subject", sub, d, nil)
+	c.page(w, s, http.StatusOK, "subject", sub, d, err)
 }
 
 // pretty re-indents JSON schema text (Avro, JSON Schema) for reading and

@@ -132,6 +132,21 @@ func authorizeRequest(h http.Handler, user string, authorize AuthorizeFunc) http
 	})
 }
 
+// HandlerAs is the REST API for a caller that authenticates its users
+// itself (the broker's web console): each request is authorized, by the
+// rules above, as the user that user names for it, exactly as the same
+// user's request on the registry's listener would be. Without authorize
+// nothing is checked, as Handler(nil).
+func (r *Registry) HandlerAs(user func(*http.Request) string, authorize AuthorizeFunc) http.Handler {
+	h := r.Handler(nil)
+	if authorize == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		authorizeRequest(h, user(req), authorize).ServeHTTP(w, req)
+	})
+}
+
 // requiredAccess is what a request needs by its path and method; ok is
 // false for requests checked by their handler or needing nothing. Paths
 // that no route serves need nothing: they are answered 404.

@@ -173,11 +173,18 @@ func registryTLS(cfg config.Config, specs []config.Listener) (server, client *tl
 	return server, client, nil
 }
 
-// handler is the registry's REST API without authentication, for the
-// console, which logs its users in itself; nil when the registry is off.
-func (r *schemaRegistry) handler() http.Handler {
+// handler is the registry's REST API for the console, which logs its
+// users in itself and passes the principal in the request context
+// (adminapi.WithPrincipal): with SASL and ACLs on, each request is
+// authorized for that principal as on the registry's own listener. nil
+// when the registry is off.
+func (r *schemaRegistry) handler(g *adminapi.Guard) http.Handler {
 	if r == nil {
 		return nil
 	}
-	return r.reg.Handler(nil)
+	var authorize registry.AuthorizeFunc
+	if g != nil && g.Required && g.Authz != nil {
+		authorize = g.Authz.Authorized
+	}
+	return r.reg.HandlerAs(adminapi.Principal, authorize)
 }

@@ -491,7 +491,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Server
 				node, _, ok := b.Leader(topic, p)
 				return ok && node == cfg.NodeID
 			}}, guard: guard,
-			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(),
+			md: md, node: cfg.NodeID, host: host, broker: b, registry: s.registry.handler(guard),
 			replay:   replayClients(s.kafka, listeners[0], interAddr, glue != nil, interOpts),
 			security: security.New(creds, authz, quotas, guard)}); err != nil {
 			s.Close()
