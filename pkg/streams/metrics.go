@@ -18,6 +18,7 @@ type metrics struct {
 	storeBytes  *prometheus.GaugeVec
 	tasks       *prometheus.GaugeVec
 	standbyNext *prometheus.GaugeVec
+	standbyErrs *prometheus.CounterVec
 	tasksOpened prometheus.Counter
 	tasksClosed prometheus.Counter
 }
@@ -50,6 +51,9 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		standbyNext: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "streams_standby_changelog_offset", Help: "The next changelog offset a standby store will apply, per store and task.", ConstLabels: labels,
 		}, []string{"store", "task"}),
+		standbyErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "streams_standby_errors_total", Help: "Standby replica failures: op is open (a standby task's store), fetch (its changelog) or apply (changelog records to its store; retried from the same offset).", ConstLabels: labels,
+		}, []string{"op"}),
 		tasksOpened: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streams_tasks_opened_total", Help: "Active tasks opened (restored and processing).", ConstLabels: labels,
 		}),
@@ -58,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, app string) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes, m.tasks, m.standbyNext, m.tasksOpened, m.tasksClosed} {
+		for _, c := range []prometheus.Collector{m.processed, m.latency, m.lateDropped, m.restored, m.restoreLag, m.storeBytes, m.tasks, m.standbyNext, m.standbyErrs, m.tasksOpened, m.tasksClosed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

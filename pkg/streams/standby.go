@@ -86,6 +86,7 @@ func (s *standbys) reconcile() {
 			continue
 		}
 		if err := s.openLocked(id); err != nil {
+			s.a.m.standbyErrs.WithLabelValues("open").Inc()
 			s.a.log.Warn("opening a standby task", "task", id.String(), "err", err)
 		}
 	}
@@ -167,7 +168,9 @@ func (s *standbys) closeLocked(id taskID) {
 		s.a.m.standbyNext.DeleteLabelValues(st.kv.name, id.String())
 		rm[st.topic] = []int32{id.Partition}
 	}
-	s.cl.RemoveConsumePartitions(rm)
+	if s.cl != nil {
+		s.cl.RemoveConsumePartitions(rm)
+	}
 	if err := t.db.LogData(nil, pebble.Sync); err != nil {
 		s.a.log.Warn("syncing a standby store", "task", id.String(), "err", err)
 	}
@@ -186,23 +189,37 @@ func (s *standbys) run(ctx context.Context, cl *kgo.Client) {
 		if ctx.Err() != nil {
 			return
 		}
-		for _, fe := range fs.Errors() {
-			if !errors.Is(fe.Err, context.Canceled) {
-				s.a.log.Warn("standby fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
-			}
-		}
-		s.mu.Lock()
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			st := s.parts[p.Topic][p.Partition]
-			if st == nil || len(p.Records) == 0 {
-				return // closed since the fetch
-			}
-			if err := st.apply(p.Records); err != nil {
-				s.a.log.Warn("applying to a standby store", "task", st.t.id.String(), "store", st.kv.name, "err", err)
-			}
-		})
-		s.mu.Unlock()
+		s.applyFetches(fs)
 	}
+}
+
+// applyFetches applies a poll's records to the standby stores they are
+// for, and counts fetch and apply errors. A failed apply closes the
+// standby task: the fetch goes on past the records it failed to write, so
+// applying later ones would leave a gap under a checkpoint past it. The
+// database keeps its last good checkpoint, the instance stops offering
+// the task as a standby, and the next rebalance can open it again.
+func (s *standbys) applyFetches(fs kgo.Fetches) {
+	for _, fe := range fs.Errors() {
+		if !errors.Is(fe.Err, context.Canceled) {
+			s.a.m.standbyErrs.WithLabelValues("fetch").Inc()
+			s.a.log.Warn("standby fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		st := s.parts[p.Topic][p.Partition]
+		if st == nil || len(p.Records) == 0 {
+			return // closed since the fetch
+		}
+		if err := st.apply(p.Records); err != nil {
+			s.a.m.standbyErrs.WithLabelValues("apply").Inc()
+			s.a.log.Warn("applying to a standby store; closing the standby task", "task", st.t.id.String(), "store", st.kv.name, "err", err)
+			s.closeLocked(st.t.id)
+			s.a.m.tasks.WithLabelValues("standby").Set(float64(len(s.tasks)))
+		}
+	})
 }
 
 // apply writes committed changelog records (and the checkpoint past them)

@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,8 +53,10 @@ func (t *KTable[K, V]) onDelete(fn processor[K, V]) {
 // key-value store named store, so it can be queried and joined again, and
 // a deletion is passed on only for a key the result held. Both tables'
 // topics become one task group (co-partitioned), and their keys must
-// encode alike. A result record carries the timestamp of the update that
-// caused it.
+// encode alike. A result record carries the later of the two sides'
+// timestamps (Kafka Streams' rule): the update that caused it, or the
+// other side's last update when that is later. The sides' timestamps are
+// kept per key in a second store, "<store>-timestamps" (see joinTimes).
 func JoinTables[K, VL, VR, R any](l *KTable[K, VL], r *KTable[K, VR], joiner func(K, VL, VR) R, rs Serde[R], store string) *KTable[K, R] {
 	return joinTables(l, r, func(k K, lv VL, lok bool, rv VR, rok bool) (R, bool) {
 		if !lok || !rok {
@@ -99,13 +103,16 @@ func joinTables[K, VL, VR, R any](l *KTable[K, VL], r *KTable[K, VR], join func(
 			origins = append(origins, o)
 		}
 	}
+	times := store + "-timestamps"
 	b.addStore(store, origins)
+	b.addStore(times, origins)
 	b.linkStore(l.store, r.origins)
 	b.linkStore(r.store, l.origins)
 	out := &KTable[K, R]{b: b, n: &node[K, R]{}, dels: &node[K, R]{}, origins: origins, store: store, ks: l.ks, vs: rs}
 
-	// emit recomputes k's result from both stores after a change of either.
-	emit := func(c *Context, k K, ts time.Time, hdrs []kgo.RecordHeader) error {
+	// emit recomputes k's result from both stores after a change of
+	// side (0 left, 1 right).
+	emit := func(c *Context, side int, k K, ts time.Time, hdrs []kgo.RecordHeader) error {
 		kb, err := l.ks.Encode(k)
 		if err != nil {
 			return err
@@ -115,6 +122,14 @@ func joinTables[K, VL, VR, R any](l *KTable[K, VL], r *KTable[K, VR], join func(
 			return err
 		}
 		rv, rok, err := lookup(c.task.store(r.store), kb, r.vs)
+		if err != nil {
+			return err
+		}
+		other := rok
+		if side == 1 {
+			other = lok
+		}
+		ts, err = joinTimes(c.task.store(times), kb, side, ts, other, lok || rok)
 		if err != nil {
 			return err
 		}
@@ -130,8 +145,8 @@ func joinTables[K, VL, VR, R any](l *KTable[K, VL], r *KTable[K, VR], join func(
 		st.put(kb, rb)
 		return out.n.forward(c, Record[K, R]{Key: k, Value: res, Timestamp: ts, Headers: hdrs})
 	}
-	onLeft := func(c *Context, rec Record[K, VL]) error { return emit(c, rec.Key, rec.Timestamp, rec.Headers) }
-	onRight := func(c *Context, rec Record[K, VR]) error { return emit(c, rec.Key, rec.Timestamp, rec.Headers) }
+	onLeft := func(c *Context, rec Record[K, VL]) error { return emit(c, 0, rec.Key, rec.Timestamp, rec.Headers) }
+	onRight := func(c *Context, rec Record[K, VR]) error { return emit(c, 1, rec.Key, rec.Timestamp, rec.Headers) }
 	l.n.children = append(l.n.children, onLeft)
 	l.onDelete(onLeft)
 	r.n.children = append(r.n.children, onRight)
@@ -148,4 +163,36 @@ func lookup[V any](st *kvStore, kb []byte, vs Serde[V]) (V, bool, error) {
 	}
 	v, err = vs.Decode(b)
 	return v, err == nil, err
+}
+
+// joinTimes records ts as side's last update of key kb in a table join's
+// timestamps store and returns the result's timestamp: the later of ts
+// and the other side's last update when the other side holds the key
+// (other). The store's value is 16 bytes, the two sides' last update times
+// in Unix milliseconds, big-endian (left, right); the entry is deleted
+// when neither table holds the key (live false). A key without an entry
+// (state from before the store existed) takes ts.
+func joinTimes(st *kvStore, kb []byte, side int, ts time.Time, other, live bool) (time.Time, error) {
+	var sides [2]int64
+	v, ok, err := st.get(kb)
+	if err != nil {
+		return ts, err
+	}
+	if ok {
+		if len(v) != 16 {
+			return ts, fmt.Errorf("store %s: join timestamps of %d bytes", st.name, len(v))
+		}
+		sides[0], sides[1] = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+	}
+	out := ts
+	if o := sides[1-side]; ok && other && o > ts.UnixMilli() {
+		out = time.UnixMilli(o)
+	}
+	if !live {
+		st.delete(kb)
+		return out, nil
+	}
+	sides[side] = ts.UnixMilli()
+	st.put(kb, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(sides[0])), uint64(sides[1])))
+	return out, nil
 }

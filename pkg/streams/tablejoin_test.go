@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"testing"
@@ -111,5 +112,78 @@ func TestTableJoinChained(t *testing.T) {
 	want := []string{"u=ann:1/null", "u=ann:2/null", "u=ann:2/gold", "u=<nil>"}
 	if got := rawOutput(t, d, "out"); !reflect.DeepEqual(got, want) {
 		t.Errorf("emitted %q, want %q", got, want)
+	}
+}
+
+// A table-table join result carries the later of the two sides'
+// timestamps, as in Kafka Streams (hand-computed), also on tombstones and
+// after the key left both tables; the sides' times reach the timestamps
+// store's changelog.
+func TestTableTableJoinTimestamps(t *testing.T) {
+	b := NewBuilder()
+	left := Table(b, "left", String(), String(), "left")
+	right := Table(b, "right", String(), String(), "right")
+	JoinTables(left, right, func(_ string, l, r string) string { return l + "+" + r }, String(), "inner").
+		To("inner", String(), String())
+	LeftJoinTables(left, right, func(_ string, l, r string, rok bool) string { return l + "+" + show(r, rok) }, String(), "leftj").
+		To("leftj", String(), String())
+	d := newDriver(t, b)
+	del := func(topic string, ts int64) {
+		t.Helper()
+		if err := PipeDelete(d, topic, String(), "k", time.UnixMilli(ts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamped := func(topic string) []string {
+		t.Helper()
+		rs, err := Output(d, topic, String(), Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, r := range rs {
+			v := "<nil>"
+			if r.Value != nil {
+				v = string(r.Value)
+			}
+			out = append(out, fmt.Sprintf("%s@%d", v, r.Timestamp.UnixMilli()))
+		}
+		return out
+	}
+	for i, step := range []struct {
+		do           func()
+		inner, leftj []string
+	}{
+		{func() { pipe(t, d, "left", "k", "a1", 5) }, []string{}, []string{"a1+null@5"}},
+		// The right side is older: the left's 5 wins.
+		{func() { pipe(t, d, "right", "k", "b1", 3) }, []string{"a1+b1@5"}, []string{"a1+b1@5"}},
+		{func() { pipe(t, d, "right", "k", "b2", 10) }, []string{"a1+b2@10"}, []string{"a1+b2@10"}},
+		// A left update at 7 joins the right's 10.
+		{func() { pipe(t, d, "left", "k", "a2", 7) }, []string{"a2+b2@10"}, []string{"a2+b2@10"}},
+		// The right leaves at 2: the left still holds k from 7.
+		{func() { del("right", 2) }, []string{"<nil>@7"}, []string{"a2+null@7"}},
+		// Both sides gone: the timestamps of k are dropped.
+		{func() { del("left", 1) }, []string{}, []string{"<nil>@1"}},
+		{func() { pipe(t, d, "right", "k", "b3", 4) }, []string{}, []string{}},
+		{func() { pipe(t, d, "left", "k", "a3", 2) }, []string{"a3+b3@4"}, []string{"a3+b3@4"}},
+	} {
+		step.do()
+		if got := stamped("inner"); !reflect.DeepEqual(got, step.inner) {
+			t.Errorf("step %d: inner %v, want %v", i, got, step.inner)
+		}
+		if got := stamped("leftj"); !reflect.DeepEqual(got, step.leftj) {
+			t.Errorf("step %d: leftj %v, want %v", i, got, step.leftj)
+		}
+	}
+	cl, err := Output(d, changelogTopic(TestDriverApplicationID, "inner-timestamps"), String(), Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl) == 0 {
+		t.Fatal("no changelog records of the timestamps store")
+	}
+	last := cl[len(cl)-1].Value
+	if len(last) != 16 || binary.BigEndian.Uint64(last) != 2 || binary.BigEndian.Uint64(last[8:]) != 4 {
+		t.Errorf("last timestamps changelog value %x, want left 2, right 4", last)
 	}
 }
