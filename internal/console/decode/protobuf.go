@@ -2,12 +2,11 @@ package decode
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
-	"github.com/bufbuild/protocompile"
+	"github.com/sluice-mq/sluice/internal/schema/protobuf"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -15,7 +14,7 @@ import (
 )
 
 // mainFile names the schema being compiled among its references.
-const mainFile = "schema.proto"
+const mainFile = protobuf.MainFile
 
 // maxIndexes bounds a Protobuf record's message index path.
 const maxIndexes = 32
@@ -54,23 +53,12 @@ func protobufDecoder(s Schema) (func([]byte) (Decoded, error), error) {
 	}, nil
 }
 
-func compileProto(sources map[string]string) (fd protoreflect.FileDescriptor, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fd, err = nil, fmt.Errorf("compiler failure: %v", r)
-		}
-	}()
-	c := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: protocompile.SourceAccessorFromMap(sources),
-		}),
-		MaxParallelism: 1,
-	}
-	files, err := c.Compile(context.Background(), mainFile)
+func compileProto(sources map[string]string) (protoreflect.FileDescriptor, error) {
+	f, err := protobuf.Compile(sources)
 	if err != nil {
 		return nil, err
 	}
-	return files[0], nil
+	return f, nil
 }
 
 // messageOf reads the message indexes that follow the schema id (a

@@ -61,6 +61,14 @@ func Parse(schema string, refs map[string]string) (*Schema, error) {
 	return &Schema{file: file, canonical: canonical}, nil
 }
 
+// MainFile is the name Compile compiles among sources: the schema itself,
+// beside its references under their names.
+const MainFile = mainFile
+
+// Compile compiles sources[MainFile] with its references (the other
+// entries) and the standard imports; a compiler panic is an error.
+func Compile(sources map[string]string) (linker.File, error) { return compile(sources) }
+
 func compile(sources map[string]string) (f linker.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
