@@ -71,13 +71,15 @@ func heldBodyLen(delta int64, keyLen int, h *held) int {
 }
 
 // heldBatches splits hs as buildStoreAs does its records: each batch at
-// most about storeBatchBytes. It calls f with each batch's records and
-// returns the total encoded size.
+// most about storeBatchBytes, and of records of one codec (a store batch
+// is compressed as the producer's batches its records came from). It
+// calls f with each batch's records and returns the total encoded size
+// uncompressed.
 func heldBatches(keyLen int, hs []held, f func(part []held)) int {
 	total := 0
 	for len(hs) > 0 {
 		n, size := 0, 0
-		for n < len(hs) && (n == 0 || size+keyLen+len(hs[n].value)+40 <= storeBatchBytes) {
+		for n < len(hs) && (n == 0 || size+keyLen+len(hs[n].value)+40 <= storeBatchBytes && hs[n].codec == hs[0].codec) {
 			size += keyLen + len(hs[n].value) + 40
 			n++
 		}
@@ -100,12 +102,16 @@ var storeBufPool = sync.Pool{New: func() any { return new([]byte) }}
 const maxPooledStoreBuf = 8 << 20
 
 // appendHeldBatches appends to b the store batches of held records hs of
-// target t (what storeBatch encodes, byte for byte), growing b once.
-func appendHeldBatches(b []byte, t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
+// target t, growing b once: uncompressed, what buildStoreAs encodes byte
+// for byte; then each batch is compressed by cz with its records' codec
+// (nil cz: none).
+func appendHeldBatches(b []byte, t Target, now int64, hs []held, bases []int64, pr storeProducer, cz *compressors) []byte {
 	keyLen := entryKeyLen(t)
 	b = slices.Grow(b, heldBatches(keyLen, hs, nil))
 	heldBatches(keyLen, hs, func(part []held) {
+		start := len(b)
 		b = appendHeldBatch(b, t, keyLen, now, part, bases, pr)
+		b = cz.compressBatch(b, start, part[0].codec)
 	})
 	return b
 }

@@ -14,6 +14,7 @@ import (
 type held struct {
 	batch int    // index of its batch in the payload
 	delta int32  // its offset delta in that batch
+	codec int8   // that batch's compression codec, which its store batch keeps
 	due   int64  // Unix ms
 	value []byte // the store entry's value (AppendEntry), encoded while the batch is decoded
 }
@@ -69,7 +70,7 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 				// Encoded at once, while the decoded records (which alias
 				// the request or the decompressed bytes) are valid.
 				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(a.alloc(entryLen(&e)), &e)})
+				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, codec: x.Header.Codec(), due: due, value: AppendEntry(a.alloc(entryLen(&e)), &e)})
 			default:
 				keep = append(keep, *r)
 			}
