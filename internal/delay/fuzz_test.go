@@ -41,6 +41,52 @@ func FuzzDueTime(f *testing.F) {
 	})
 }
 
+// FuzzDueTimeRaw: any bytes as a record's encoded headers (what the
+// produce path reads in place) give a due time, nothing, ErrBadHeader or
+// ErrFormat, never a panic; headers that frame answer as DueTime does on
+// them decoded.
+func FuzzDueTimeRaw(f *testing.F) {
+	enc := func(hs ...kmsg.Header) []byte {
+		b := binary.AppendVarint(nil, int64(len(hs)))
+		for _, h := range hs {
+			b = appendBytes(appendBytes(b, []byte(h.Key)), h.Value)
+		}
+		return b
+	}
+	f.Add(enc(kmsg.Header{Key: HeaderDelayMs, Value: []byte("1500")}))
+	f.Add(enc(kmsg.Header{Key: "x"}, kmsg.Header{Key: HeaderDeliverAt, Value: []byte("1700000000500")}))
+	f.Add(enc(kmsg.Header{Key: HeaderDeliverAt, Value: []byte("-3")}, kmsg.Header{Key: HeaderDelayMs, Value: []byte("9")}))
+	f.Add(enc())
+	f.Add([]byte{2, 1})
+	const now = int64(1_700_000_000_000)
+	max := 90 * 24 * time.Hour
+	f.Fuzz(func(t *testing.T, b []byte) {
+		due, ok, err := dueTimeRaw(b, now, max)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrBadHeader) {
+				t.Fatalf("error %v is neither ErrFormat nor ErrBadHeader", err)
+			}
+			if errors.Is(err, ErrFormat) {
+				return
+			}
+		}
+		// It framed: decode the headers and ask DueTime.
+		var hs []kmsg.Header
+		n, w := binary.Varint(b)
+		r := b[w:]
+		for range n {
+			var k, v []byte
+			k, r, _ = readBytes(r)
+			v, r, _ = readBytes(r)
+			hs = append(hs, kmsg.Header{Key: string(k), Value: v})
+		}
+		due2, ok2, err2 := DueTime(hs, now, max)
+		if due != due2 || ok != ok2 || (err == nil) != (err2 == nil) {
+			t.Fatalf("%x: raw %d %v %v, decoded %d %v %v", b, due, ok, err, due2, ok2, err2)
+		}
+	})
+}
+
 // FuzzDecodeEntry: store entry values decode or fail with ErrFormat, and
 // what decodes encodes to bytes that decode to the same entry (varints may
 // be written longer than needed, so not always to the same bytes).

@@ -96,6 +96,32 @@ func heldBatches(keyLen int, hs []held, f func(part []held)) int {
 	return total
 }
 
+// heldPool keeps the held slices of produce requests for reuse: one
+// request's records are held, written to the store and indexed before the
+// next comes, so a burst needs a few of them, not one per request.
+type heldPool struct{ p sync.Pool }
+
+// maxPooledHeld bounds the held slices kept for reuse (48 bytes each).
+const maxPooledHeld = 1 << 16
+
+// get returns an empty slice with room for n.
+func (hp *heldPool) get(n int) []held {
+	if v, ok := hp.p.Get().(*[]held); ok && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	return make([]held, 0, n)
+}
+
+// put gives hs back; no element may be used after.
+func (hp *heldPool) put(hs []held) {
+	if hs == nil || cap(hs) > maxPooledHeld {
+		return
+	}
+	clear(hs) // the values point into arena chunks
+	hs = hs[:0]
+	hp.p.Put(&hs)
+}
+
 var storeBufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledStoreBuf bounds the store buffers kept for reuse.

@@ -33,6 +33,8 @@ type Service struct {
 	txns TxnJoiner
 	// cz compresses store batches with their producer's codec.
 	cz *compressors
+	// hp keeps held slices for reuse by the next produce request.
+	hp heldPool
 
 	mu     sync.Mutex
 	single bool  // a single node: this broker runs every store partition
@@ -224,7 +226,8 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 	now := s.now()
 	var a arena // the held records' entry values, until the store batch is made
 	defer a.free()
-	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords, &a)
+	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords, p.WalkRecords, &a, &s.hp)
+	defer s.hp.put(hs) // hs is only cut shorter below, never grown
 	if err != nil {
 		var re *batch.RecordErrors
 		if errors.As(err, &re) {
