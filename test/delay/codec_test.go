@@ -3,6 +3,7 @@ package delay
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/config"
@@ -147,4 +149,124 @@ func TestStoreKeepsCodec(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStoreCompactsCompressed: the log's cleaner compacts a delay store
+// whose entries are in compressed batches. Records held in snappy batches
+// fall due and are tombstoned, others stay pending; the WAL is rolled
+// (a plain load past a small WAL segment) and the store compacted; after a
+// restart the pending ones are still pending in batches of their codec,
+// and every record is delivered exactly once.
+func TestStoreCompactsCompressed(t *testing.T) {
+	b := testbroker.Start(t, testbroker.WithConfig(func(c *config.Config) {
+		c.AdminListen = "127.0.0.1:0"
+		c.WALSegmentBytes = 1 << 20
+		c.Delay.StoreMinCompactionLag = 0
+	}))
+	const topic, filler = "compact-delayed", "compact-filler"
+	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
+	testbroker.CreateTopic(t, b.Addr(), filler, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := testbroker.NewClient(t, b.Addr(), kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(20*time.Millisecond))
+	start := time.Now()
+	var want []expect
+	var recs []*kgo.Record
+	const soon, later = 2000, 50
+	for i := range soon + later {
+		v := fmt.Sprintf("c-%d-%s", i, strings.Repeat("z", 300))
+		at := start.Add(time.Second)
+		if i >= soon {
+			at = start.Add(time.Hour)
+		} else {
+			want = append(want, expect{v, time.UnixMilli(at.UnixMilli())})
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: "sluice-deliver-at", Value: []byte(strconv.FormatInt(at.UnixMilli(), 10))}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, b.Addr(), topic)
+	check(t, c, want, time.Minute)
+
+	// Roll the WAL (one segment is 1 MiB): 3 MiB of values that do not
+	// compress, then compact at once.
+	rng := rand.New(rand.NewPCG(5, 6))
+	var fill []*kgo.Record
+	for range 3 << 10 {
+		v := make([]byte, 1<<10)
+		for j := range v {
+			v[j] = byte(rng.Uint32())
+		}
+		fill = append(fill, &kgo.Record{Topic: filler, Value: v})
+	}
+	if err := cl.ProduceSync(ctx, fill...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	admin := b.Server().AdminAddr()
+	before, err := scrape(admin, "sluice_log_compactions_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backoff := "200"
+	if _, err := b.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.cleaner.backoff.ms", Value: &backoff}}); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.Eventually(t, 2*time.Minute, "the delay store compacted", func() error {
+		v, err := scrape(admin, "sluice_log_compactions_total")
+		if err != nil {
+			return err
+		}
+		if v[0] <= before[0] {
+			return fmt.Errorf("%v compactions", v[0])
+		}
+		return nil
+	})
+
+	b.Restart()
+	admin = b.Server().AdminAddr()
+	testbroker.Eventually(t, 30*time.Second, "the pending ones counted after the restart", func() error {
+		var st statsAnswer
+		if code := adminDo(t, http.MethodGet, admin, "/v1/delay/stats", url.Values{"topic": {topic}}, &st); code != http.StatusOK {
+			return fmt.Errorf("HTTP %d", code)
+		}
+		if len(st.Loading) > 0 || len(st.Topics) != 1 || st.Topics[0].Pending != later {
+			return fmt.Errorf("stats %+v, want %d pending", st, later)
+		}
+		return nil
+	})
+	// What is left of the store: the pending entries, in snappy batches.
+	sc := testbroker.NewClient(t, b.Addr(), kgo.ConsumeTopics(delay.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	live := map[string]bool{}
+	values := 0 // entries read with a value: compaction left only the pending ones
+	testbroker.Eventually(t, time.Minute, "the pending entries read from the store", func() error {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		sc.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			kind, tg, _, err := delay.ParseKey(r.Key)
+			if err != nil || kind != 'E' || tg.Topic != topic {
+				return
+			}
+			if r.Value == nil {
+				delete(live, string(r.Key))
+				return
+			}
+			values++
+			if r.Attrs.CompressionType() != 2 {
+				t.Errorf("an entry in a batch of codec %d after compaction, want snappy", r.Attrs.CompressionType())
+			}
+			live[string(r.Key)] = true
+		})
+		if len(live) != later {
+			return fmt.Errorf("%d live entries, want %d", len(live), later)
+		}
+		return nil
+	})
+	if values != later {
+		t.Errorf("%d entries with a value in the store after compaction, want only the %d pending", values, later)
+	}
+	c2 := consume(t, b.Addr(), topic)
+	check(t, c2, want, time.Minute)
 }
