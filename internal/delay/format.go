@@ -115,6 +115,24 @@ func AppendEntry(b []byte, e *Entry) []byte {
 	return b
 }
 
+// appendEntryRaw is AppendEntry for a record walked in place: hdrs are
+// its headers as the record encodes them (a varint count, then each key
+// and value), which is how an entry encodes them too, so they are copied
+// as they are.
+func appendEntryRaw(b []byte, due, ts int64, key, value, hdrs []byte) []byte {
+	b = append(b, formatVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(due))
+	b = binary.BigEndian.AppendUint64(b, uint64(ts))
+	b = appendBytes(b, key)
+	b = appendBytes(b, value)
+	return append(b, hdrs...)
+}
+
+// entryLenRaw is the size of appendEntryRaw's value.
+func entryLenRaw(key, value, hdrs []byte) int {
+	return 17 + bytesLen(key) + bytesLen(value) + len(hdrs)
+}
+
 func appendBytes(b, v []byte) []byte {
 	if v == nil {
 		return binary.AppendVarint(b, -1)

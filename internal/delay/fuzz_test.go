@@ -2,6 +2,7 @@ package delay
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -36,6 +37,52 @@ func FuzzDueTime(f *testing.F) {
 		}
 		if ok && (due <= now || due > now+max.Milliseconds()) {
 			t.Fatalf("%q: due %d out of (now, now+max]", v, due)
+		}
+	})
+}
+
+// FuzzDueTimeRaw: any bytes as a record's encoded headers (what the
+// produce path reads in place) give a due time, nothing, ErrBadHeader or
+// ErrFormat, never a panic; headers that frame answer as DueTime does on
+// them decoded.
+func FuzzDueTimeRaw(f *testing.F) {
+	enc := func(hs ...kmsg.Header) []byte {
+		b := binary.AppendVarint(nil, int64(len(hs)))
+		for _, h := range hs {
+			b = appendBytes(appendBytes(b, []byte(h.Key)), h.Value)
+		}
+		return b
+	}
+	f.Add(enc(kmsg.Header{Key: HeaderDelayMs, Value: []byte("1500")}))
+	f.Add(enc(kmsg.Header{Key: "x"}, kmsg.Header{Key: HeaderDeliverAt, Value: []byte("1700000000500")}))
+	f.Add(enc(kmsg.Header{Key: HeaderDeliverAt, Value: []byte("-3")}, kmsg.Header{Key: HeaderDelayMs, Value: []byte("9")}))
+	f.Add(enc())
+	f.Add([]byte{2, 1})
+	const now = int64(1_700_000_000_000)
+	max := 90 * 24 * time.Hour
+	f.Fuzz(func(t *testing.T, b []byte) {
+		due, ok, err := dueTimeRaw(b, now, max)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrBadHeader) {
+				t.Fatalf("error %v is neither ErrFormat nor ErrBadHeader", err)
+			}
+			if errors.Is(err, ErrFormat) {
+				return
+			}
+		}
+		// It framed: decode the headers and ask DueTime.
+		var hs []kmsg.Header
+		n, w := binary.Varint(b)
+		r := b[w:]
+		for range n {
+			var k, v []byte
+			k, r, _ = readBytes(r)
+			v, r, _ = readBytes(r)
+			hs = append(hs, kmsg.Header{Key: string(k), Value: v})
+		}
+		due2, ok2, err2 := DueTime(hs, now, max)
+		if due != due2 || ok != ok2 || (err == nil) != (err2 == nil) {
+			t.Fatalf("%x: raw %d %v %v, decoded %d %v %v", b, due, ok, err, due2, ok2, err2)
 		}
 	})
 }
@@ -94,8 +141,11 @@ func FuzzDecodeMarker(f *testing.F) {
 	})
 }
 
-// FuzzWalkRecords: a store batch read back from the log walks without
-// panicking, and a well-formed one gives the records it was built from.
+// FuzzWalkRecords: a store batch read back from the log, compressed or
+// not, walks as the store's readers walk it (scanStore: streamed under a
+// decompression budget) without panicking or holding budget after, any
+// error is the batch package's; a well-formed one gives the records it was
+// built from.
 func FuzzWalkRecords(f *testing.F) {
 	good, err := buildStore(1000, []kmsg.Record{{Key: EntryKey(Target{"t", 0}, 5), Value: AppendEntry(nil, &Entry{Due: 9})},
 		{Key: EntryKey(Target{"t", 0}, 6)}})
@@ -105,28 +155,54 @@ func FuzzWalkRecords(f *testing.F) {
 	f.Add(good)
 	tb := tomb{id: entryID{&target{Target: Target{"t", 0}}, 5}, due: 9, off: 0}
 	f.Add(buildStoreAs(1000, []kmsg.Record{tb.record()}, storeProducer{id: 7, epoch: 1}))
+	// Store batches as Hold writes them for compressed producer batches.
+	cz := newCompressors()
+	var many []kmsg.Record
+	for i := range 20 {
+		many = append(many, kmsg.Record{Key: EntryKey(Target{"t", 0}, int64(i)), Value: AppendEntry(nil, &Entry{Due: 9, Value: make([]byte, 100)})})
+	}
+	for codec := int8(1); codec <= 4; codec++ {
+		b := cz.compressBatch(buildStoreAs(1000, many, noProducer), 0, codec)
+		if batch.Attributes(b)&batch.AttrCodecMask != int16(codec) {
+			f.Fatalf("codec %d: store batch not compressed", codec)
+		}
+		f.Add(b)
+	}
 	// The store's own encoder and the log's agree.
 	recs := []kmsg.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k2"),
 		Headers: []kmsg.Header{{Key: tombHeader, Value: tombHeaderValue(9, 3)}}}}
 	if want, err := batch.Build(0, 1000, recs); err != nil || !bytes.Equal(appendStoreBatch(nil, 1000, recs, noProducer), want) {
 		f.Fatalf("appendStoreBatch differs from batch.Build (%v)", err)
 	}
+	d := batch.NewDecompressor(8 << 20)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := batch.ParseHeader(b)
-		if err != nil || h.Size() > len(b) || h.Size() < batch.HeaderSize || h.Codec() != 0 {
+		if err != nil || h.Size() > len(b) || h.Size() < batch.HeaderSize {
 			return
 		}
 		n := 0
-		_ = batch.WalkRecords(&h, b[:h.Size()], func(_ int32, _ int64, _, _, hdrs []byte) error {
+		err = d.WalkRecords(context.Background(), &h, b[:h.Size()], 1<<20, func(_ int32, _ int64, k, v, hdrs []byte) error {
 			n++
 			_, _, _, err := tombInfo(hdrs)
 			if err != nil && !errors.Is(err, ErrFormat) {
 				t.Fatalf("tombstone header error %v is not ErrFormat", err)
 			}
+			if _, _, _, err := ParseKey(k); err != nil && !errors.Is(err, ErrFormat) {
+				t.Fatalf("key error %v is not ErrFormat", err)
+			}
+			if _, err := entryDue(v); err != nil && !errors.Is(err, ErrFormat) {
+				t.Fatalf("entry error %v is not ErrFormat", err)
+			}
 			return nil
 		})
+		if err != nil && !errors.Is(err, batch.ErrCorrupt) && !errors.Is(err, batch.ErrTooLarge) {
+			t.Fatalf("walk error %v is neither ErrCorrupt nor ErrTooLarge", err)
+		}
 		if n > int(max(h.RecordCount, 0)) {
 			t.Fatalf("%d records walked, count says %d", n, h.RecordCount)
+		}
+		if s := d.Stats(); s.InUse != 0 {
+			t.Fatalf("%d bytes of the decompression budget held after the walk", s.InUse)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,6 +38,46 @@ func DueTime(hs []kmsg.Header, now int64, max time.Duration) (due int64, ok bool
 			delay, hasDelay = hs[i].Value, true
 		}
 	}
+	return dueTime(at, delay, hasAt, hasDelay, now, max)
+}
+
+// dueTimeRaw is DueTime for a record's headers as encoded (a varint
+// count, then each key and value: batch.WalkFunc's hdrs), read in place.
+// Headers that do not frame are ErrFormat (the log validated the batch:
+// this does not happen).
+func dueTimeRaw(hdrs []byte, now int64, max time.Duration) (due int64, ok bool, err error) {
+	n, w := binary.Varint(hdrs)
+	if w <= 0 || n < 0 || n > int64(len(hdrs)) {
+		return 0, false, fmt.Errorf("%w: header count", ErrFormat)
+	}
+	r := hdrs[w:]
+	var at, delay []byte
+	var hasAt, hasDelay bool
+	for range n {
+		var k, v []byte
+		if k, r, err = readBytes(r); err != nil {
+			return 0, false, err
+		}
+		if k == nil {
+			return 0, false, fmt.Errorf("%w: null header key", ErrFormat)
+		}
+		if v, r, err = readBytes(r); err != nil {
+			return 0, false, err
+		}
+		if len(k) == len(HeaderDeliverAt) || len(k) == len(HeaderDelayMs) {
+			switch string(k) {
+			case HeaderDeliverAt:
+				at, hasAt = v, true
+			case HeaderDelayMs:
+				delay, hasDelay = v, true
+			}
+		}
+	}
+	return dueTime(at, delay, hasAt, hasDelay, now, max)
+}
+
+// dueTime is DueTime once the headers' values are found.
+func dueTime(at, delay []byte, hasAt, hasDelay bool, now int64, max time.Duration) (due int64, ok bool, err error) {
 	maxMs := max.Milliseconds()
 	switch {
 	case hasAt:

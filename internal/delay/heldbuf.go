@@ -71,13 +71,15 @@ func heldBodyLen(delta int64, keyLen int, h *held) int {
 }
 
 // heldBatches splits hs as buildStoreAs does its records: each batch at
-// most about storeBatchBytes. It calls f with each batch's records and
-// returns the total encoded size.
+// most about storeBatchBytes, and of records of one codec (a store batch
+// is compressed as the producer's batches its records came from). It
+// calls f with each batch's records and returns the total encoded size
+// uncompressed.
 func heldBatches(keyLen int, hs []held, f func(part []held)) int {
 	total := 0
 	for len(hs) > 0 {
 		n, size := 0, 0
-		for n < len(hs) && (n == 0 || size+keyLen+len(hs[n].value)+40 <= storeBatchBytes) {
+		for n < len(hs) && (n == 0 || size+keyLen+len(hs[n].value)+40 <= storeBatchBytes && hs[n].codec == hs[0].codec) {
 			size += keyLen + len(hs[n].value) + 40
 			n++
 		}
@@ -94,18 +96,48 @@ func heldBatches(keyLen int, hs []held, f func(part []held)) int {
 	return total
 }
 
+// heldPool keeps the held slices of produce requests for reuse: one
+// request's records are held, written to the store and indexed before the
+// next comes, so a burst needs a few of them, not one per request.
+type heldPool struct{ p sync.Pool }
+
+// maxPooledHeld bounds the held slices kept for reuse (48 bytes each).
+const maxPooledHeld = 1 << 16
+
+// get returns an empty slice with room for n.
+func (hp *heldPool) get(n int) []held {
+	if v, ok := hp.p.Get().(*[]held); ok && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	return make([]held, 0, n)
+}
+
+// put gives hs back; no element may be used after.
+func (hp *heldPool) put(hs []held) {
+	if hs == nil || cap(hs) > maxPooledHeld {
+		return
+	}
+	clear(hs) // the values point into arena chunks
+	hs = hs[:0]
+	hp.p.Put(&hs)
+}
+
 var storeBufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledStoreBuf bounds the store buffers kept for reuse.
 const maxPooledStoreBuf = 8 << 20
 
 // appendHeldBatches appends to b the store batches of held records hs of
-// target t (what storeBatch encodes, byte for byte), growing b once.
-func appendHeldBatches(b []byte, t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
+// target t, growing b once: uncompressed, what buildStoreAs encodes byte
+// for byte; then each batch is compressed by cz with its records' codec
+// (nil cz: none).
+func appendHeldBatches(b []byte, t Target, now int64, hs []held, bases []int64, pr storeProducer, cz *compressors) []byte {
 	keyLen := entryKeyLen(t)
 	b = slices.Grow(b, heldBatches(keyLen, hs, nil))
 	heldBatches(keyLen, hs, func(part []held) {
+		start := len(b)
 		b = appendHeldBatch(b, t, keyLen, now, part, bases, pr)
+		b = cz.compressBatch(b, start, part[0].codec)
 	})
 	return b
 }

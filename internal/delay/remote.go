@@ -139,7 +139,7 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 	case <-ctx.Done():
 		return log.AppendResult{}, nil, ctx.Err()
 	}
-	if payload, err = sp.dropKnown(payload); err != nil {
+	if payload, err = sp.dropKnown(ctx, payload); err != nil {
 		return log.AppendResult{}, nil, err
 	}
 	if len(payload) >= batch.HeaderSize && batch.Attributes(payload)&batch.AttrTransactional != 0 && batch.ProducerID(payload) >= 0 {
@@ -161,7 +161,7 @@ func (s *Service) HoldForwarded(ctx context.Context, p *log.Partition, payload [
 		off += int64(binary.BigEndian.Uint32(b[batch.OffLastOffsetDelta:])) + 1
 		b = b[size:]
 	}
-	by := payloadEntries(payload, bases)
+	by := sp.payloadEntries(ctx, payload, bases)
 	n := 0
 	for t, es := range by {
 		sp.add(t, es)
@@ -193,18 +193,21 @@ func retriable(err error) bool {
 }
 
 // dropKnown rewrites forwarded store batches without the entries this
-// partition has pending or recently finished (batches keep their offsets).
-func (p *part) dropKnown(payload []byte) ([]byte, error) {
+// partition has pending or recently finished (batches keep their offsets
+// and their codec). Compressed batches are decoded under the broker's
+// decompression budget.
+func (p *part) dropKnown(ctx context.Context, payload []byte) ([]byte, error) {
 	var out []byte
 	for b := payload; len(b) > 0; {
 		size, err := batch.Size(b)
 		if err != nil || size > len(b) {
 			return nil, fmt.Errorf("%w: forwarded batch", log.ErrCorruptMessage)
 		}
-		h, recs, err := batch.Records(b[:size])
+		x, err := p.p.DecodeRecords(ctx, b[:size])
 		if err != nil {
-			return nil, fmt.Errorf("%w: forwarded batch: %v", log.ErrCorruptMessage, err)
+			return nil, fmt.Errorf("delay: forwarded batch: %w", err)
 		}
+		h, recs := x.Header, x.Records
 		keep := recs[:0]
 		p.mu.Lock()
 		for _, r := range recs {
@@ -220,32 +223,40 @@ func (p *part) dropKnown(payload []byte) ([]byte, error) {
 		} else {
 			nb, err := batch.Rebuild(h, keep)
 			if err != nil {
+				x.Release()
 				return nil, err
 			}
 			out = append(out, nb...)
 		}
+		x.Release()
 		b = b[size:]
 	}
 	return out, nil
 }
 
-// payloadEntries reads the entries of a store payload appended with its
-// batches at bases, by target (batches rebuilt by dropKnown keep their
+// payloadEntries reads the entries of a store payload appended to p with
+// its batches at bases, by target (batches rebuilt by dropKnown keep their
 // records' offset deltas, so an entry's offset is its batch's base plus
-// its delta).
-func payloadEntries(payload []byte, bases []int64) map[Target][]*entry {
+// its delta). Compressed batches are decoded under the broker's
+// decompression budget, waiting for it even past ctx: the batches are
+// appended already, and an entry left out here would wait for the next
+// scan. A batch that does not decode (never: the payload was validated
+// when appended) is left out.
+func (p *part) payloadEntries(ctx context.Context, payload []byte, bases []int64) map[Target][]*entry {
+	ctx = context.WithoutCancel(ctx)
 	by := map[Target][]*entry{}
 	for bi := 0; len(payload) > 0 && bi < len(bases); bi++ {
 		size, err := batch.Size(payload)
 		if err != nil || size > len(payload) {
 			break
 		}
-		_, recs, err := batch.Records(payload[:size])
+		x, err := p.p.DecodeRecords(ctx, payload[:size])
 		payload = payload[size:]
 		if err != nil {
+			p.s.log.Warn("delay store: an appended batch does not decode", "partition", p.id, "offset", bases[bi], "err", err)
 			continue
 		}
-		for _, r := range recs {
+		for _, r := range x.Records {
 			kind, t, res, err := ParseKey(r.Key)
 			if err != nil || kind != kindEntry || r.Value == nil {
 				continue
@@ -254,6 +265,7 @@ func payloadEntries(payload []byte, bases []int64) map[Target][]*entry {
 				by[t] = append(by[t], &entry{due: due, off: bases[bi] + int64(r.OffsetDelta), res: res})
 			}
 		}
+		x.Release()
 	}
 	return by
 }
@@ -267,7 +279,7 @@ func (p *part) holdForwardedTxn(ctx context.Context, payload []byte) (log.Append
 		return first, nil, err
 	}
 	pid := batch.ProducerID(payload)
-	for t, es := range payloadEntries(payload, bases) {
+	for t, es := range p.payloadEntries(ctx, payload, bases) {
 		p.addTxn(t, pid, es)
 	}
 	return first, func(ctx context.Context, durable bool) error {

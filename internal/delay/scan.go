@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ const scanBytes = 1 << 20
 // scanLog calls fn for every committed record of p in [from, to), in
 // offset order, as a read_committed consumer sees them: records of aborted
 // transactions and of transactions not yet decided are left out. The store
-// is written by the broker only, uncompressed.
+// is written by the broker only, its batches compressed as the producer's
+// they came from (compress.go). The slices fn gets are valid only during
+// the call.
 func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off, ts int64, key, value []byte) error) error {
 	return scanStore(ctx, p, from, to, p.LastStableOffset(), func(r *storeRec) error {
 		if r.txnPID >= 0 {
@@ -26,7 +29,8 @@ func scanLog(ctx context.Context, p *log.Partition, from, to int64, fn func(off,
 }
 
 // storeRec is one record of the store as scanStore reads it. The slices
-// alias the read.
+// alias the read or the decompression's buffer: valid only during the
+// call.
 type storeRec struct {
 	off, ts    int64
 	key, value []byte
@@ -38,7 +42,9 @@ type storeRec struct {
 // batches at or above lso (not decided as of when lso was read) are given
 // too, with their producer id as txnPID (-1 for every other record).
 // Records of aborted transactions are left out (the partition's aborted
-// index, as Fetch reports it to read_committed consumers).
+// index, as Fetch reports it to read_committed consumers). A compressed
+// batch is walked as a stream under the broker's decompression budget
+// (log.Partition.WalkRecords), never decoded whole.
 func scanStore(ctx context.Context, p *log.Partition, from, to, lso int64, fn func(r *storeRec) error) error {
 	var rec storeRec
 	for off := max(from, p.LogStartOffset()); off < to; {
@@ -77,7 +83,7 @@ func scanStore(ctx context.Context, p *log.Partition, from, to, lso int64, fn fu
 				moved = true
 				continue
 			}
-			if err := batch.WalkRecords(&h, bt, func(delta int32, ts int64, key, value, hdrs []byte) error {
+			if err := p.WalkRecords(ctx, &h, bt, func(delta int32, ts int64, key, value, hdrs []byte) error {
 				o := h.BaseOffset + int64(delta)
 				if o < off || o >= to {
 					return nil
@@ -130,7 +136,8 @@ func readEntries(ctx context.Context, p *log.Partition, offs []int64) (map[int64
 				return errStop // far ahead: read from there instead
 			}
 			if i < len(offs) && offs[i] == off {
-				e, err := DecodeEntry(value)
+				// Copied: value is valid only during the call.
+				e, err := DecodeEntry(bytes.Clone(value))
 				if err != nil {
 					return err
 				}

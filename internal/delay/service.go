@@ -31,6 +31,10 @@ type Service struct {
 	// txns adds store partitions to transactions (nil: transactional
 	// batches with delayed records are refused).
 	txns TxnJoiner
+	// cz compresses store batches with their producer's codec.
+	cz *compressors
+	// hp keeps held slices for reuse by the next produce request.
+	hp heldPool
 
 	mu     sync.Mutex
 	single bool  // a single node: this broker runs every store partition
@@ -52,7 +56,8 @@ func New(cfg Config, e *log.Engine, reg prometheus.Registerer, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, e: e, store: log.NewInternalTopic(e, Topic), log: logger, parts: map[int32]*part{}}
+	s := &Service{cfg: cfg, e: e, store: log.NewInternalTopic(e, Topic), log: logger, parts: map[int32]*part{},
+		cz: newCompressors()}
 	// Entries younger than StoreMinCompactionLag are left out of the
 	// store's compaction, so that a burst of held records is not
 	// rewritten while it arrives. Delivered entries and their tombstones
@@ -221,7 +226,8 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 	now := s.now()
 	var a arena // the held records' entry values, until the store batch is made
 	defer a.free()
-	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords, &a)
+	kept, hs, err := split(ctx, payload, now, s.cfg.MaxDelay, p.DecodeRecords, p.WalkRecords, &a, &s.hp)
+	defer s.hp.put(hs) // hs is only cut shorter below, never grown
 	if err != nil {
 		var re *batch.RecordErrors
 		if errors.As(err, &re) {
@@ -299,19 +305,19 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 	var sres log.AppendResult
 	var last int64
 	if pr.id >= 0 {
-		sb := storeBatch(t, now, hs, bases, pr)
+		sb := s.storeBatch(t, now, hs, bases, pr)
 		sbases, _, lres, lastOff, err := sp.appendTxn(ctx, sb)
 		if err != nil {
 			return res, nil, err
 		}
-		for _, es := range payloadEntries(sb, sbases) {
+		for _, es := range sp.payloadEntries(ctx, sb, sbases) {
 			sp.addTxn(t, pr.id, es) // one target: t
 		}
 		sres, last = lres, lastOff
 	} else {
 		// The append copies sb into the WAL: its buffer is reused.
 		bp := storeBufPool.Get().(*[]byte)
-		sb := appendHeldBatches((*bp)[:0], t, now, hs, bases, pr)
+		sb := appendHeldBatches((*bp)[:0], t, now, hs, bases, pr, s.cz)
 		sres, err = sp.p.AppendHeld(ctx, sb)
 		if cap(sb) <= maxPooledStoreBuf {
 			*bp = sb[:0]
@@ -334,13 +340,13 @@ func (s *Service) hold(ctx context.Context, p *log.Partition, payload []byte, tx
 }
 
 // storeBatch encodes held records as entries of the store, as producer pr.
-func storeBatch(t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
-	return appendHeldBatches(nil, t, now, hs, bases, pr)
+func (s *Service) storeBatch(t Target, now int64, hs []held, bases []int64, pr storeProducer) []byte {
+	return appendHeldBatches(nil, t, now, hs, bases, pr, s.cz)
 }
 
 // forward sends held records to the broker leading t's store partition.
 func (s *Service) forward(ctx context.Context, t Target, now int64, hs []held, bases []int64, pr storeProducer) error {
-	sb := storeBatch(t, now, hs, bases, pr)
+	sb := s.storeBatch(t, now, hs, bases, pr)
 	s.mu.Lock()
 	i := StorePartition(t, s.n)
 	s.mu.Unlock()

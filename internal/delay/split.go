@@ -3,10 +3,12 @@ package delay
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/log"
 	"github.com/sluice-mq/sluice/internal/log/batch"
 )
 
@@ -14,6 +16,7 @@ import (
 type held struct {
 	batch int    // index of its batch in the payload
 	delta int32  // its offset delta in that batch
+	codec int8   // that batch's compression codec, which its store batch keeps
 	due   int64  // Unix ms
 	value []byte // the store entry's value (AppendEntry), encoded while the batch is decoded
 }
@@ -22,6 +25,10 @@ type held struct {
 // DecodeRecords, under the decompression budget).
 type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 
+// walker walks the records of one batch in place, a compressed one as a
+// stream under the decompression budget (log.Partition's WalkRecords).
+type walker func(ctx context.Context, h *batch.Header, b []byte, fn batch.WalkFunc) error
+
 // split takes the records with a delay header in the future out of a
 // validated produce payload. kept is the payload to append to the target
 // now: every batch keeps its header (base offset, lastOffsetDelta,
@@ -29,19 +36,25 @@ type decoder func(ctx context.Context, b []byte) (*batch.Decoded, error)
 // compaction leaves batches, so an idempotent producer's sequences stay
 // right and each held record keeps an offset of its own in the target.
 // A batch that held nothing is kept as sent; one that held something is
-// encoded again, with the producer's codec. kept is nil when nothing is held: the payload goes
-// to the log unchanged.
+// encoded again, with the producer's codec. kept is nil when nothing is
+// held: the payload goes to the log unchanged.
+//
+// Each batch is walked in place (walk): a held record's entry is encoded
+// straight from its bytes, and nothing is decoded into structs. Only a
+// batch that holds some records and keeps others is decoded whole (dec),
+// to encode the kept ones again.
 //
 // A bad header refuses the whole payload with *batch.RecordErrors (every
 // bad record by index). A transactional batch is split alike; its held
 // records become pending when the transaction commits (txn.go).
 //
 // Entry values are allocated from a (freed by the caller once they are
-// copied into the store batch).
-func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder, a *arena) (kept []byte, hs []held, err error) {
+// copied into the store batch); hs from hp (given back by the caller).
+func split(ctx context.Context, payload []byte, now int64, max time.Duration, dec decoder, walk walker, a *arena, hp *heldPool) (kept []byte, hs []held, err error) {
 	var rerrs batch.RecordErrors
 	var out [][]byte
 	anyHeld := false
+	all := payload
 	for bi := 0; len(payload) > 0; bi++ {
 		size, err := batch.Size(payload)
 		if err != nil {
@@ -49,40 +62,64 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 		}
 		b := payload[:size]
 		payload = payload[size:]
-		x, err := dec(ctx, b)
+		h, err := batch.ParseHeader(b)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%w: %w", log.ErrCorruptMessage, err)
 		}
-		var keep []kmsg.Record
-		n0 := len(hs)
-		for i := range x.Records {
-			r := &x.Records[i]
-			ts := batch.RecordTimestamp(&x.Header, r)
-			due, later, derr := DueTime(r.Headers, now, max)
+		n0, keep := len(hs), 0
+		codec := h.Codec()
+		err = walk(ctx, &h, b, func(delta int32, ts int64, key, value, hdrs []byte) error {
+			due, later, derr := dueTimeRaw(hdrs, now, max)
 			switch {
 			case derr != nil:
-				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: r.OffsetDelta, Message: derr.Error()})
+				rerrs.Records = append(rerrs.Records, batch.RecordError{Index: delta, Message: derr.Error()})
 			case later:
 				if hs == nil {
-					hs = make([]held, 0, recordCount(payload)+len(x.Records)-i)
+					hs = hp.get(recordCount(all))
 				}
-				// Encoded at once, while the decoded records (which alias
-				// the request or the decompressed bytes) are valid.
-				e := Entry{Due: due, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers}
-				hs = append(hs, held{batch: bi, delta: r.OffsetDelta, due: due, value: AppendEntry(a.alloc(entryLen(&e)), &e)})
+				// Encoded at once: key, value and headers alias the
+				// request or the walk's buffer, valid during this call.
+				v := appendEntryRaw(a.alloc(entryLenRaw(key, value, hdrs)), due, ts, key, value, hdrs)
+				hs = append(hs, held{batch: bi, delta: delta, codec: codec, due: due, value: v})
 			default:
-				keep = append(keep, *r)
+				keep++
 			}
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			return nil, nil, fmt.Errorf("%w: %w", log.ErrCorruptMessage, err)
 		}
 		if len(hs) == n0 {
-			x.Release()
 			out = append(out, b)
 			continue
 		}
 		anyHeld = true
+		if len(rerrs.Records) > 0 {
+			continue // refused: nothing is appended
+		}
 		// Re-encoded with the producer's codec: stored uncompressed, the
 		// records kept could pass the topic's max.message.bytes.
-		nb, err := batch.Rebuild(x.Header, keep)
+		var recs []kmsg.Record
+		var x *batch.Decoded
+		if keep > 0 {
+			if x, err = dec(ctx, b); err != nil {
+				return nil, nil, err
+			}
+			// The held records are a subsequence of the batch's, in order.
+			recs = make([]kmsg.Record, 0, keep)
+			j := n0
+			for _, r := range x.Records {
+				if j < len(hs) && hs[j].delta == r.OffsetDelta {
+					j++
+					continue
+				}
+				recs = append(recs, r)
+			}
+		}
+		nb, err := batch.Rebuild(h, recs)
 		x.Release()
 		if err != nil {
 			return nil, nil, err
@@ -91,10 +128,10 @@ func split(ctx context.Context, payload []byte, now int64, max time.Duration, de
 	}
 	if len(rerrs.Records) > 0 {
 		rerrs.Kind = batch.ErrInvalidRecord
-		return nil, nil, &rerrs
+		return nil, hs, &rerrs
 	}
 	if !anyHeld {
-		return nil, nil, nil
+		return nil, hs, nil
 	}
 	for _, b := range out {
 		kept = append(kept, b...)

@@ -101,9 +101,16 @@ func produceAndKill(t *testing.T, p *testbroker.Proc, topic string, partitions i
 	)
 	var clients []*kgo.Client
 	for i := range 2 {
+		// Snappy (kgo's default) and zstd: the store keeps each
+		// producer's codec, so the replays after each SIGKILL read
+		// compressed store batches of both.
+		codec := kgo.SnappyCompression()
+		if i == 1 {
+			codec = kgo.ZstdCompression()
+		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Duration(i*5)*time.Millisecond),
-			kgo.MaxBufferedRecords(1000))
+			kgo.MaxBufferedRecords(1000), kgo.ProducerBatchCompression(codec))
 		if err != nil {
 			t.Fatal(err)
 		}
