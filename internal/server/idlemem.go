@@ -16,8 +16,11 @@ import (
 // back once the broker is quiet.
 
 // Idle detection: a broker allocating less than idleAllocBytes between two
-// checks is quiet; then, if the runtime holds more than idleFreeBytes free
-// (and more than half the live heap), it is returned to the system.
+// checks is quiet; then, if the runtime holds more than idleFreeBytes that
+// is free or garbage (and more than half the live heap), it is returned to
+// the system. Garbage counts: a burst that ends before the heap reaches
+// its next collection leaves its dead objects counted as in use, and
+// nothing would collect them while the broker stays quiet.
 const (
 	idleAllocBytes = 64 << 20
 	idleFreeBytes  = 64 << 20
@@ -34,7 +37,10 @@ func ReturnIdleMemory(ctx context.Context, every time.Duration, logger *slog.Log
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
 	}
+	// free is free heap plus garbage: objects not yet collected beyond
+	// what the last collection found live.
 	read := func() (allocs, free, live uint64) {
 		metrics.Read(samples)
 		for i := range samples {
@@ -42,7 +48,11 @@ func ReturnIdleMemory(ctx context.Context, every time.Duration, logger *slog.Log
 				return 0, 0, 0 // not supported by this runtime: never idle
 			}
 		}
-		return samples[0].Value.Uint64(), samples[1].Value.Uint64(), samples[2].Value.Uint64()
+		allocs, free, live = samples[0].Value.Uint64(), samples[1].Value.Uint64(), samples[2].Value.Uint64()
+		if objects := samples[3].Value.Uint64(); objects > live {
+			free += objects - live
+		}
+		return allocs, free, live
 	}
 	last, _, _ := read()
 	t := time.NewTicker(every)
