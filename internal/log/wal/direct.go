@@ -47,16 +47,12 @@ type directFile struct {
 	stage []byte // aligned; stage[:carry] is the file's last partial block
 	carry int
 	saved [directAlign]byte // the carry, kept while a write may overwrite it
-}
-
-// alignedBuf returns n bytes starting at a directAlign boundary.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+directAlign)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1)); r != 0 {
-		off = directAlign - r
-	}
-	return b[off : off+n : off+n]
+	// prev is the last buf written; mirror says it was written from
+	// where it lies, so the memory from its last block boundary to its
+	// end holds the file's carry.
+	prev        []byte
+	mirror      bool
+	directBytes int64 // written without a copy (tests look)
 }
 
 // createDirect creates segment path with O_DIRECT and writes its magic.
@@ -86,21 +82,65 @@ func createDirect(path string) (d *directFile, ok bool, err error) {
 }
 
 // writeBufs writes bufs after the first size bytes of the file and returns
-// the new size. On an error the file may hold part of bufs after size
-// (the caller cuts it back) and the carry is as it was before.
-func (d *directFile) writeBufs(size int64, bufs [][]byte) (int64, error) {
+// the new size. fresh (nil: all false) marks the bufs the writer placed in
+// phase (chunks.go): the bytes before such a buf in its block belong to
+// nobody, and writeBufs may put the carry there. On an error the file may
+// hold part of bufs after size (the caller cuts it back) and the carry is
+// as it was before.
+//
+// A buf whose address has the phase of its file offset (both the same
+// distance past a directAlign boundary), and whose block start holds the
+// file's carry (it follows the last buf written directly, or it is fresh
+// and gets the carry copied in), is written from where it lies: no copy
+// into the staging buffer. Its last partial block goes through the
+// staging buffer, as the carry, since bytes after the buf may be changing
+// (the next group's reservations). Any other buf is copied.
+func (d *directFile) writeBufs(size int64, bufs [][]byte, fresh []bool) (int64, error) {
 	if int64(d.carry) != size%directAlign {
 		return size, fmt.Errorf("wal: direct write: carry %d at size %d", d.carry, size)
 	}
 	carry := d.carry
 	copy(d.saved[:carry], d.stage[:carry])
-	base := size - int64(carry)
-	n := carry
+	prev, mirror := d.prev, d.mirror
 	fail := func(err error) (int64, error) {
 		copy(d.stage[:carry], d.saved[:carry])
+		d.prev, d.mirror = nil, false
 		return size, err
 	}
-	for _, b := range bufs {
+	base := size - int64(carry) // file offset of d.stage[0]
+	n := carry                  // bytes in d.stage
+	for i, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		pos := base + int64(n)
+		isFresh := i < len(fresh) && fresh[i]
+		if inPhase(b, pos) && (isFresh || mirror && follows(prev, b)) {
+			// Staged whole blocks go first; the carry stays in d.stage.
+			if full := n &^ (directAlign - 1); full > 0 {
+				if _, err := d.WriteAt(d.stage[:full], base); err != nil {
+					return fail(err)
+				}
+				base += int64(full)
+				n = copy(d.stage, d.stage[full:n])
+			}
+			lead := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), -n)), n+len(b))
+			if isFresh {
+				copy(lead, d.stage[:n])
+			}
+			if full := len(lead) &^ (directAlign - 1); full > 0 {
+				if _, err := d.WriteAt(lead[:full], base); err != nil {
+					return fail(err)
+				}
+				base += int64(full)
+				d.directBytes += int64(full)
+				lead = lead[full:]
+			}
+			n = copy(d.stage, lead)
+			prev, mirror = b, true
+			continue
+		}
+		prev, mirror = b, false
 		for len(b) > 0 {
 			k := copy(d.stage[n:], b)
 			n += k
@@ -114,6 +154,7 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte) (int64, error) {
 			}
 		}
 	}
+	d.prev, d.mirror = prev, mirror
 	if n == 0 {
 		d.carry = 0
 		return base, nil
@@ -126,6 +167,21 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte) (int64, error) {
 	full := n &^ (directAlign - 1)
 	d.carry = copy(d.stage, d.stage[full:n])
 	return base + int64(full) + int64(d.carry), nil
+}
+
+// inPhase reports whether b lies as far past a directAlign boundary as
+// file offset pos does.
+func inPhase(b []byte, pos int64) bool {
+	return int64(uintptr(unsafe.Pointer(&b[0]))%directAlign) == pos%directAlign
+}
+
+// follows reports whether b starts in memory right where prev ends. prev
+// keeps its buffer alive, so its address cannot have been reused.
+func follows(prev, b []byte) bool {
+	if len(prev) == 0 || cap(prev) == len(prev) {
+		return false
+	}
+	return &prev[:len(prev)+1][len(prev)] == &b[0]
 }
 
 // trim cuts the zero padding after the data off the file (the segment is

@@ -60,7 +60,7 @@ func TestDirectWriteBufs(t *testing.T) {
 				}
 				cut1, cut2 := rng.IntN(n+1), rng.IntN(n+1)
 				cut1, cut2 = min(cut1, cut2), max(cut1, cut2)
-				if size, err = d.writeBufs(size, [][]byte{g[:cut1], g[cut1:cut2], g[cut2:]}); err != nil {
+				if size, err = d.writeBufs(size, [][]byte{g[:cut1], g[cut1:cut2], g[cut2:]}, nil); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, g...)

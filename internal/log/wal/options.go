@@ -90,6 +90,7 @@ type item = Item
 // Group is one group commit: everything reserved between two flushes.
 type Group struct {
 	bufs    [][]byte
+	fresh   []bool // per buf: placed in phase at a fresh start (chunks.go)
 	items   []item
 	records int64
 	size    int64 // bytes reserved

@@ -71,6 +71,9 @@ type Writer struct {
 	cur        *Group
 	chunk      []byte // len = used
 	chunkStart int    // start of cur's region in chunk
+	chunkFresh bool   // cur's region in chunk was placed fresh (chunks.go)
+	aligned    bool   // chunks are laid out for direct writes (chunks.go)
+	nextLead   int    // >= 0: where a new chunk's first reservation starts
 	closed     bool
 	killed     bool
 	failed     error
@@ -93,19 +96,20 @@ type Writer struct {
 	sinkWG  sync.WaitGroup
 
 	// writer goroutine only
-	direct     bool // create segments with O_DIRECT (direct.go) while the file system takes it
-	f          segmentFile
-	seq        uint64
-	size       int64
-	created    time.Time
-	unsynced   []*Group
-	unsyncRecs int64
-	lastSync   time.Time
-	noSpace    error     // a write found the disk full; cleared once one fits
-	lowSpace   bool      // free space is below MinFreeBytes
-	floorSpace bool      // free space is below the hard floor, MinFreeBytes/2
-	sinceFree  int64     // bytes written since the last free-space check
-	lastFree   time.Time // time of the last free-space check
+	direct      bool  // create segments with O_DIRECT (direct.go) while the file system takes it
+	directBytes int64 // written from the chunks without a staging copy (tests look)
+	f           segmentFile
+	seq         uint64
+	size        int64
+	created     time.Time
+	unsynced    []*Group
+	unsyncRecs  int64
+	lastSync    time.Time
+	noSpace     error     // a write found the disk full; cleared once one fits
+	lowSpace    bool      // free space is below MinFreeBytes
+	floorSpace  bool      // free space is below the hard floor, MinFreeBytes/2
+	sinceFree   int64     // bytes written since the last free-space check
+	lastFree    time.Time // time of the last free-space check
 }
 
 // Open starts a writer. Segment files are created lazily on first write.
@@ -144,7 +148,8 @@ func Open(o Options) (*Writer, error) {
 		}
 	}
 	w := &Writer{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{}), direct: direct}
+		cur: newGroup(), seq: o.FirstSeq, lastSync: time.Now(), syncDone: make(chan struct{}), direct: direct,
+		aligned: direct, nextLead: len(Magic)}
 	w.syncCond = sync.NewCond(&w.syncMu)
 	w.sinkSem = make(chan struct{}, max(o.SinkInFlight, 1))
 	w.free.Store(-1)
@@ -209,9 +214,9 @@ func (w *Writer) reserve(n int, owner any, end int64, records int64, internal bo
 	if cap(w.chunk)-len(w.chunk) < n {
 		if len(w.chunk) > w.chunkStart {
 			w.cur.bufs = append(w.cur.bufs, w.chunk[w.chunkStart:len(w.chunk)])
+			w.cur.fresh = append(w.cur.fresh, w.chunkFresh)
 		}
-		w.chunk = make([]byte, 0, max(w.o.ChunkBytes, n))
-		w.chunkStart = 0
+		w.newChunk(n)
 	}
 	l := len(w.chunk)
 	w.chunk = w.chunk[:l+n]
@@ -374,10 +379,7 @@ func (w *Writer) flushOnce() {
 		w.mu.Unlock()
 		return
 	}
-	if len(w.chunk) > w.chunkStart {
-		g.bufs = append(g.bufs, w.chunk[w.chunkStart:len(w.chunk)])
-		w.chunkStart = len(w.chunk)
-	}
+	w.cutGroup(g)
 	w.cur = newGroup()
 	w.mu.Unlock()
 
@@ -531,7 +533,9 @@ func (w *Writer) write(g *Group) (pre int64, err error) {
 	}
 	pre = w.size
 	if d, ok := w.f.(*directFile); ok {
-		size, err := d.writeBufs(w.size, g.bufs)
+		before := d.directBytes
+		size, err := d.writeBufs(w.size, g.bufs, g.fresh)
+		w.directBytes += d.directBytes - before
 		w.size = size
 		if err != nil {
 			return pre, fmt.Errorf("wal: write %s: %w", SegmentName(w.seq), err)
@@ -561,6 +565,9 @@ func (w *Writer) openSegment() error {
 			return nil
 		}
 		w.direct = false
+		w.mu.Lock()
+		w.aligned = false
+		w.mu.Unlock()
 		w.o.Logger.Info("wal: the file system refuses direct I/O; writing segments through the page cache", "dir", w.o.Dir)
 	}
 	f, err := w.o.create(path)
