@@ -288,23 +288,32 @@ func (w *walker) record(i int32, tsDelta int64, keyNull, delay bool) {
 	}
 }
 
-// walk checks count uncompressed records in p.
+// walk checks count uncompressed records in p: the common shape by
+// fastRecord, anything else by walkRecord.
 func (w *walker) walk(p []byte, count int32) error {
+	at := 0
 	for i := int32(0); i < count; i++ {
-		l, n := binary.Varint(p)
-		if n <= 0 || l < 0 || l > int64(len(p)-n) {
+		if next, tsDelta, keyNull, ok := fastRecord(p, at); ok {
+			if w.checkTimes || w.lim.RequireKey {
+				w.record(i, tsDelta, keyNull, false)
+			}
+			at = next
+			continue
+		}
+		r := p[at:]
+		l, n := binary.Varint(r)
+		if n <= 0 || l < 0 || l > int64(len(r)-n) {
 			return fmt.Errorf("%w: record %d: bad length", ErrCorrupt, i)
 		}
-		rec := p[n : n+int(l)]
-		p = p[n+int(l):]
-		tsDelta, keyNull, delay, err := walkRecord(rec)
+		tsDelta, keyNull, delay, err := walkRecord(r[n : n+int(l)])
 		if err != nil {
 			return fmt.Errorf("%w: record %d", err, i)
 		}
 		w.record(i, tsDelta, keyNull, delay)
+		at += n + int(l)
 	}
-	if len(p) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(p))
+	if at != len(p) {
+		return fmt.Errorf("%w: %d bytes after the last record", ErrCorrupt, len(p)-at)
 	}
 	return nil
 }
