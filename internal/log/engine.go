@@ -351,6 +351,9 @@ type Engine struct {
 	byID   map[[16]byte]*topic
 
 	objMu      sync.Mutex
+	rollMemMu  sync.Mutex          // guards rollMem
+	rollMem    map[uint64][][]byte // rollmem.go
+	memRolls   atomic.Int64        // segments adopted from rollMem (tests look)
 	objects    map[string]*object
 	unlinked   []*object // live == 0, meta record still present
 	toRemove   []*object // meta record gone; delete from storage next GC pass
@@ -458,6 +461,11 @@ func Open(ctx context.Context, cfg Config, store objstore.Storage, md meta.Store
 		MinFreeBytes: cfg.MinFreeBytes, FreeBytes: cfg.FreeBytes, DirectIO: !cfg.WALBuffered,
 		OnDurable: func(owner any, end int64) { owner.(*Partition).advanceHW(end) },
 		OnRoll:    e.enqueueRoll,
+		OnRollData: func(seq uint64, bufs [][]byte) {
+			if _, ok := e.store.(objstore.Linker); ok && !cfg.CopyRoll && cfg.Shared == nil {
+				e.keepRollData(seq, bufs) // adoptSegment reads it instead of the file
+			}
+		},
 		OnWrite: func(n, _ int, d time.Duration) {
 			if cfg.Shared == nil {
 				e.bp.open.Add(int64(n))

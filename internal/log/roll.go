@@ -106,8 +106,9 @@ type run struct {
 // the marker and is deleted without replay.
 func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 	path := filepath.Join(e.cfg.Dir, wal.SegmentName(seq))
+	mem := e.takeRollData(seq)
 	if lk, ok := e.store.(objstore.Linker); ok && !e.cfg.CopyRoll {
-		adopted, err := e.adoptSegment(ctx, seq, path, lk)
+		adopted, err := e.adoptSegment(ctx, seq, path, lk, mem)
 		if adopted || err != nil {
 			return err
 		}
@@ -253,7 +254,7 @@ func (e *Engine) rollSegment(ctx context.Context, seq uint64) error {
 // marker and is replayed (a seal just ends its entries; a linked but
 // unregistered object is an orphan deleted at Open); after it the WAL name
 // is removed without replay and the object keeps the data.
-func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk objstore.Linker) (bool, error) {
+func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk objstore.Linker, bufs [][]byte) (bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if os.IsNotExist(err) {
 		return false, nil
@@ -271,12 +272,17 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	if size <= int64(len(wal.Magic)) || size > math.MaxUint32-(64<<20) {
 		return false, nil
 	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|mmapPopulate)
-	if err != nil {
-		return false, nil
+	exts, idx, end, truncated, ok := e.planAdoption(memView(bufs, size))
+	if ok {
+		e.memRolls.Add(1)
+	} else {
+		data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED|mmapPopulate)
+		if err != nil {
+			return false, nil
+		}
+		exts, idx, end, truncated, _ = e.planAdoption(&segView{data: data, size: size})
+		syscall.Munmap(data)
 	}
-	exts, idx, end, truncated := e.planAdoption(data)
-	syscall.Munmap(data)
 	if exts == nil {
 		return false, nil // nothing live
 	}
@@ -344,6 +350,13 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 	return true, nil
 }
 
+// indexGuess is the bytes per batch planAdoption sizes its arrays for: a
+// producer's batches are kilobytes at load (tens of them per group
+// commit), and append grows the arrays for smaller ones. Sized for 128
+// B batches they cost 14 MiB for a 64 MiB segment, allocated and zeroed
+// at every roll.
+const indexGuess = 4096
+
 // planAdoption scans a WAL segment and returns one extent per live
 // partition (sorted by topic ID and partition) with its dense index, and
 // where the valid entries end. It folds the segment's producer batches into
@@ -354,7 +367,10 @@ func (e *Engine) adoptSegment(ctx context.Context, seq uint64, path string, lk o
 // segment spread over 100,000 partitions costs about what one over 10 does
 // per batch: no per-partition slice growth, and each partition's state is
 // touched in one run instead of once per batch between other partitions'.
-func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexEntry, int64, int64) {
+func (e *Engine) planAdoption(v *segView) ([]segment.Extent, [][]segment.IndexEntry, int64, int64, bool) {
+	if v == nil {
+		return nil, nil, 0, 0, false
+	}
 	byKey := map[[20]byte]int32{} // index into exts, or -1 for a deleted topic
 	var (
 		exts  []segment.Extent
@@ -362,10 +378,10 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 		prod  []bool // the extent holds producer batches
 		// flat[k] is the index entry of the k-th live batch in file order,
 		// owner[k] its extent.
-		flat  = make([]segment.IndexEntry, 0, len(data)/128)
-		owner = make([]int32, 0, len(data)/128)
+		flat  = make([]segment.IndexEntry, 0, v.size/indexGuess)
+		owner = make([]int32, 0, v.size/indexGuess)
 	)
-	s := wal.ScanHeadersEach(data, func(ent *wal.Entry) {
+	end, truncated, ok := v.scan(func(ent *wal.Entry) {
 		var k [20]byte
 		copy(k[:16], ent.TopicID[:])
 		k[16], k[17], k[18], k[19] = byte(ent.Partition>>24), byte(ent.Partition>>16), byte(ent.Partition>>8), byte(ent.Partition)
@@ -400,8 +416,11 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 			prod[i] = true
 		}
 	})
+	if !ok {
+		return nil, nil, 0, 0, false
+	}
 	if len(exts) == 0 {
-		return nil, nil, 0, 0
+		return nil, nil, 0, 0, true
 	}
 	// Group the index entries by extent (a counting sort: file order is
 	// offset order within each extent).
@@ -421,7 +440,7 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 		}
 		x, p := &exts[i], parts[i]
 		for _, ie := range sorted[start[i]:start[i+1]] {
-			bt := data[x.Pos+int64(ie.RelPos):]
+			bt := v.at(x.Pos + int64(ie.RelPos))
 			if n, err := batch.Size(bt); err == nil && n <= len(bt) { // checked by the scan
 				e.foldRolled(p, bt[:n])
 			}
@@ -443,7 +462,7 @@ func (e *Engine) planAdoption(data []byte) ([]segment.Extent, [][]segment.IndexE
 	for i, o := range order {
 		sx[i], si[i] = exts[o], sorted[start[o]:start[o+1]:start[o+1]]
 	}
-	return sx, si, int64(len(s.Data)), s.Truncated
+	return sx, si, end, truncated, true
 }
 
 // rolledTailBudget is how much rolled data each of the parts partitions of

@@ -223,6 +223,24 @@ func ScanHeadersEach(data []byte, fn func(e *Entry)) Scanned {
 	return scanEach(data, false, fn)
 }
 
+// ScanHeadersAt is ScanHeadersEach for entries without the segment's
+// magic: data holds whole entries starting at file position base (the bufs
+// Options.OnRollData hands over), and Pos is a file position. ok is false
+// unless every byte of data is a valid entry.
+func ScanHeadersAt(data []byte, base int64, fn func(e *Entry)) (ok bool) {
+	pos := 0
+	for pos < len(data) {
+		e, n, err := decodeHeader(data[pos:])
+		if err != nil {
+			return false
+		}
+		e.Pos = base + int64(pos+EntryHeaderSize)
+		fn(&e)
+		pos += n
+	}
+	return true
+}
+
 func scan(data []byte, batchCRC bool) Scanned {
 	var entries []Entry
 	s := scanEach(data, batchCRC, func(e *Entry) { entries = append(entries, *e) })

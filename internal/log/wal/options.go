@@ -32,6 +32,14 @@ type Options struct {
 	// fsynced and closed. It may block (backpressure: the writer writes
 	// nothing meanwhile) but must not wait for the writer.
 	OnRoll func(seq uint64)
+	// OnRollData, when set, is called in the writer goroutine just before
+	// OnRoll with the bytes the writer wrote to segment seq after its
+	// magic, in order: every group's bufs, each holding whole entries.
+	// They alias the reservations' buffers, which are never written again,
+	// so the roller can read the segment's entries from memory instead of
+	// from the file. Not called for a segment whose writes were retried
+	// or failed.
+	OnRollData func(seq uint64, bufs [][]byte)
 	// Delay, when set, is asked in the writer goroutine, before each group
 	// commit is written, how much longer to hold it back: groupBytes is
 	// the group's size, waited how long it has been held back so far (0

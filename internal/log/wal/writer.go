@@ -96,8 +96,11 @@ type Writer struct {
 	sinkWG  sync.WaitGroup
 
 	// writer goroutine only
-	direct      bool  // create segments with O_DIRECT (direct.go) while the file system takes it
-	directBytes int64 // written from the chunks without a staging copy (tests look)
+	direct      bool     // create segments with O_DIRECT (direct.go) while the file system takes it
+	segBufs     [][]byte // what was written to the open segment (Options.OnRollData)
+	segN        int64    // bytes in segBufs
+	segBufsOK   bool     // segBufs is all of it
+	directBytes int64    // written from the chunks without a staging copy (tests look)
 	f           segmentFile
 	seq         uint64
 	size        int64
@@ -416,6 +419,10 @@ func (w *Writer) flushOnce() {
 		w.fail(g, err)
 		return
 	}
+	if w.o.OnRollData != nil {
+		w.segBufs = append(w.segBufs, g.bufs...)
+		w.segN += int64(groupBytes(g))
+	}
 	if w.o.MinFreeBytes > 0 {
 		w.sinceFree += w.size - pre
 		if w.sinceFree >= max(w.o.MinFreeBytes/8, 1) {
@@ -553,6 +560,7 @@ func (w *Writer) write(g *Group) (pre int64, err error) {
 }
 
 func (w *Writer) openSegment() error {
+	w.segBufs, w.segN, w.segBufsOK = nil, 0, true
 	path := filepath.Join(w.o.Dir, SegmentName(w.seq))
 	if w.direct {
 		d, ok, err := createDirect(path)
@@ -610,6 +618,7 @@ func (w *Writer) trimPadding() bool {
 
 // fail poisons the writer: a WAL that cannot write cannot promise anything.
 func (w *Writer) fail(g *Group, err error) {
+	w.segBufsOK = false
 	w.o.Logger.Error("wal write failed; refusing further appends", "err", err)
 	w.setFailed(err)
 	for _, u := range w.unsynced {
@@ -698,6 +707,10 @@ func (w *Writer) rollSegment() {
 	w.f = nil
 	seq := w.seq
 	w.seq++
+	if w.o.OnRollData != nil && w.segBufsOK && int64(len(Magic))+w.segN == w.size {
+		w.o.OnRollData(seq, w.segBufs)
+	}
+	w.segBufs = nil
 	w.o.OnRoll(seq)
 }
 
