@@ -52,7 +52,8 @@ type directFile struct {
 	// end holds the file's carry.
 	prev        []byte
 	mirror      bool
-	directBytes int64 // written without a copy (tests look)
+	directBytes int64    // written without a copy (tests look)
+	iov         [][]byte // the pieces of one write (writeBufs)
 }
 
 // createDirect creates segment path with O_DIRECT and writes its magic.
@@ -104,11 +105,27 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte, fresh []bool) (int64, 
 	prev, mirror := d.prev, d.mirror
 	fail := func(err error) (int64, error) {
 		copy(d.stage[:carry], d.saved[:carry])
+		clear(d.iov)
+		d.iov = d.iov[:0]
 		d.prev, d.mirror = nil, false
 		return size, err
 	}
+	// Pieces are gathered in d.iov, written at file offset at, in one
+	// pwritev per group; a piece of d.stage is written before d.stage is
+	// reused.
 	base := size - int64(carry) // file offset of d.stage[0]
-	n := carry                  // bytes in d.stage
+	at := base
+	n := carry // bytes in d.stage
+	flush := func() error {
+		if len(d.iov) == 0 {
+			return nil
+		}
+		err := pwritev(d.File, d.iov, at)
+		clear(d.iov)
+		d.iov = d.iov[:0]
+		at = base
+		return err
+	}
 	for i, b := range bufs {
 		if len(b) == 0 {
 			continue
@@ -118,10 +135,11 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte, fresh []bool) (int64, 
 		if inPhase(b, pos) && (isFresh || mirror && follows(prev, b)) {
 			// Staged whole blocks go first; the carry stays in d.stage.
 			if full := n &^ (directAlign - 1); full > 0 {
-				if _, err := d.WriteAt(d.stage[:full], base); err != nil {
+				d.iov = append(d.iov, d.stage[:full])
+				base += int64(full)
+				if err := flush(); err != nil {
 					return fail(err)
 				}
-				base += int64(full)
 				n = copy(d.stage, d.stage[full:n])
 			}
 			lead := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), -n)), n+len(b))
@@ -129,9 +147,7 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte, fresh []bool) (int64, 
 				copy(lead, d.stage[:n])
 			}
 			if full := len(lead) &^ (directAlign - 1); full > 0 {
-				if _, err := d.WriteAt(lead[:full], base); err != nil {
-					return fail(err)
-				}
+				d.iov = append(d.iov, lead[:full])
 				base += int64(full)
 				d.directBytes += int64(full)
 				lead = lead[full:]
@@ -146,22 +162,27 @@ func (d *directFile) writeBufs(size int64, bufs [][]byte, fresh []bool) (int64, 
 			n += k
 			b = b[k:]
 			if n == len(d.stage) {
-				if _, err := d.WriteAt(d.stage, base); err != nil {
+				d.iov = append(d.iov, d.stage)
+				base += int64(n)
+				if err := flush(); err != nil {
 					return fail(err)
 				}
-				base += int64(n)
 				n = 0
 			}
 		}
 	}
 	d.prev, d.mirror = prev, mirror
 	if n == 0 {
+		if err := flush(); err != nil {
+			return fail(err)
+		}
 		d.carry = 0
 		return base, nil
 	}
 	up := (n + directAlign - 1) &^ (directAlign - 1)
 	clear(d.stage[n:up])
-	if _, err := d.WriteAt(d.stage[:up], base); err != nil {
+	d.iov = append(d.iov, d.stage[:up])
+	if err := flush(); err != nil {
 		return fail(err)
 	}
 	full := n &^ (directAlign - 1)
