@@ -160,6 +160,20 @@ func FuzzDecodeEntry(f *testing.F) {
 		if s.Padding > 0 && (s.Truncated != 0 || s.Padding >= directAlign) {
 			t.Fatalf("padding %d with %d truncated", s.Padding, s.Truncated)
 		}
+		// The roller's scan of the writer's bufs (ScanHeadersAt) takes
+		// only what the file's scan takes, at the same positions.
+		var at []Entry
+		if ScanHeadersAt(b, int64(len(Magic)), func(e *Entry) { at = append(at, *e) }) {
+			h := ScanHeaders(append(Magic[:], b...))
+			if len(h.Data) != len(b)+len(Magic) || len(h.Entries) != len(at) {
+				t.Fatalf("bufs scan %d entries of %d bytes; file scan %d entries, %d bytes", len(at), len(b), len(h.Entries), len(h.Data))
+			}
+			for i := range at {
+				if at[i].Pos != h.Entries[i].Pos || at[i].Partition != h.Entries[i].Partition || len(at[i].Batch) != len(h.Entries[i].Batch) {
+					t.Fatalf("entry %d differs", i)
+				}
+			}
+		}
 	})
 }
 
