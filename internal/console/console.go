@@ -261,11 +261,12 @@ func (c *Console) callOn(h http.Handler, r *http.Request, s *session, method, pa
 	h.ServeHTTP(rec, req)
 	if rec.code >= 300 {
 		var e struct {
-			Error   string `json:"error"`
-			Message string `json:"message"` // the schema registry's
+			Error     string `json:"error"`
+			Message   string `json:"message"`    // the schema registry's
+			ErrorCode int    `json:"error_code"` // the schema registry's
 		}
 		if json.Unmarshal(rec.body.Bytes(), &e) == nil && (e.Error != "" || e.Message != "") {
-			return rec.code, fmt.Errorf("%s", e.Error+e.Message)
+			return rec.code, &apiError{Code: e.ErrorCode, Message: e.Error + e.Message}
 		}
 		return rec.code, fmt.Errorf("%s %s: %d", method, path, rec.code)
 	}
@@ -276,6 +277,16 @@ func (c *Console) callOn(h http.Handler, r *http.Request, s *session, method, pa
 	}
 	return rec.code, nil
 }
+
+// apiError is a refusal of the admin API or the schema registry: its
+// message, and the registry's error code (e.g. 40301, 42203; 0 from the
+// admin API).
+type apiError struct {
+	Code    int
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
 
 // recorder is an in-memory http.ResponseWriter.
 type recorder struct {
