@@ -44,12 +44,12 @@ func protobufDecoder(s Schema) (func([]byte) (Decoded, error), error) {
 		if err != nil {
 			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)
 		}
-		// protojson varies its spacing on purpose; indent it one way.
+		// protojson varies its spacing on purpose; lay it out one way.
 		var buf bytes.Buffer
-		if err := json.Indent(&buf, j, "", "  "); err != nil {
+		if err := json.Compact(&buf, j); err != nil {
 			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)
 		}
-		return Decoded{Message: string(md.FullName()), JSON: buf.String()}, nil
+		return Decoded{Message: string(md.FullName()), JSON: shape(buf.Bytes())}, nil
 	}, nil
 }
 
