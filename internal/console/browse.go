@@ -19,6 +19,15 @@ type shownRecord struct {
 	Key, Value shownPayload
 }
 
+// Whole: the value is over what the browser decodes (trace.RawMax) and
+// the registry is on, so the record's own page decodes it whole.
+func (r shownRecord) Whole() bool {
+	return r.ValueRaw == nil && r.ValueBytes > trace.RawMax && r.Value.Decoded == nil
+}
+
+// RawMax is the browser's limit, for the page.
+func (shownRecord) RawMax() int { return trace.RawMax }
+
 // shownPayload is a decoded key or value (Decoded nil: shown as text).
 type shownPayload struct {
 	Decoded *decode.Decoded

@@ -43,6 +43,10 @@ type Console struct {
 	sessions map[string]*session
 
 	overviews overviewCache
+
+	// wholeRecords lets one whole-record view (up to 8 MiB decoded) run
+	// at a time: the others wait, so their memory is bounded.
+	wholeRecords chan struct{}
 }
 
 type session struct {
@@ -61,7 +65,8 @@ const cookieName = "sluice_session"
 // request context), the schema registry's REST handler (nil when the
 // registry is off) and the listener's guard.
 func New(api, registry http.Handler, guard *adminapi.Guard, logger *slog.Logger) (*Console, error) {
-	c := &Console{api: api, registry: registry, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{}}
+	c := &Console{api: api, registry: registry, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{},
+		wholeRecords: make(chan struct{}, 1)}
 	c.key = make([]byte, 32)
 	if _, err := rand.Read(c.key); err != nil {
 		return nil, err

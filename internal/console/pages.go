@@ -39,6 +39,7 @@ var funcs = template.FuncMap{
 	"lower":  func(s lag.Status) string { return "st-" + s.String() },
 	"add":    func(a, b int) int { return a + b },
 	"add64":  func(a, b int64) int64 { return a + b },
+	"int64":  func(n int) int64 { return int64(n) },
 	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
 	"list":   func(xs ...string) []string { return xs },
 	"rate": func(x float64) string {
@@ -60,6 +61,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/topics", c.withSession(c.topics))
 	mux.HandleFunc("POST /ui/topics", c.withSession(c.createTopic))
 	mux.HandleFunc("GET /ui/topics/{topic}", c.withSession(c.topic))
+	mux.HandleFunc("GET /ui/topics/{topic}/records/{partition}/{offset}", c.withSession(c.record))
 	mux.HandleFunc("POST /ui/topics/{topic}/delete", c.withSession(c.deleteTopic))
 	mux.HandleFunc("POST /ui/topics/{topic}/configs", c.withSession(c.alterConfigs))
 	mux.HandleFunc("POST /ui/topics/{topic}/produce", c.withSession(c.produce))
