@@ -19,8 +19,8 @@ type shownRecord struct {
 	Key, Value shownPayload
 }
 
-// Whole: the value is over what the browser decodes (trace.RawMax) and
-// the registry is on, so the record's own page decodes it whole.
+// Whole: the value is over what the browser reads as bytes (trace.RawMax),
+// so only the record's own page reads it whole and decodes it.
 func (r shownRecord) Whole() bool {
 	return r.ValueRaw == nil && r.ValueBytes > trace.RawMax && r.Value.Decoded == nil
 }
