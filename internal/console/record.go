@@ -70,6 +70,10 @@ func (c *Console) record(w http.ResponseWriter, r *http.Request, s *session) {
 	d.TooBig = rec.ValueBytes > wholeMax
 	if d.Record.Key.Decoded == nil || d.Record.Key.Err != "" {
 		d.KeyText = asText(rec.KeyRaw)
+		if rec.KeyRaw == nil && rec.Key != nil && len(*rec.Key) > 0 {
+			// Over wholeMax: only trace's preview.
+			d.KeyText = *rec.Key + fmt.Sprintf(" (over %d bytes: only its start)", wholeMax)
+		}
 	}
 	if d.Record.Value.Decoded == nil || d.Record.Value.Err != "" {
 		d.ValueText = asText(rec.ValueRaw)
