@@ -9,7 +9,7 @@ import (
 // avroConfig bounds what decoding untrusted bytes may allocate: a value
 // is at most MaxValue, so no string or bytes needs more than that, and
 // checkAvro has bounded the items of arrays and maps before.
-var avroConfig = avro.Config{MaxByteSliceSize: MaxValue, MaxSliceAllocSize: MaxValue + avroItemAllowance}.Freeze()
+var avroConfig = avro.Config{MaxByteSliceSize: MaxValue, MaxSliceAllocSize: maxItems}.Freeze()
 
 // maxRefRounds bounds the passes over references that use each other.
 const maxRefRounds = 16

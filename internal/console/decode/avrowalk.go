@@ -8,27 +8,30 @@ import (
 	"github.com/hamba/avro/v2"
 )
 
-// Bounds on one Avro datum's shape, checked before hamba/avro decodes it:
-// a recursive schema lets the data nest as deep as it has bytes (a stack
-// overflow past about 1 MiB, which no recover catches), and arrays and
-// maps of zero-size items (null, empty records) cost no bytes.
+// Bounds on one decoded key or value, checked on the bytes before they are
+// decoded: a recursive schema lets Avro data nest as deep as it has bytes
+// (a stack overflow past about 1 MiB, which no recover catches); each
+// array, map or repeated item and each record or message becomes a Go
+// value of tens to hundreds of bytes (a record or message of nothing costs
+// one or two bytes of data), so 8 MiB of data could take gigabytes.
 const (
-	maxAvroDepth      = 256
-	avroItemAllowance = 1 << 16 // items beyond one per byte of data
+	maxAvroDepth = 256
+	maxItems     = 1 << 20 // array and map items, repeated field elements
+	maxRecords   = 1 << 17 // Avro records, Protobuf messages (map entries too)
 )
 
 var errAvroShape = errors.New("avro")
 
 // avroWalk reads one datum of s from data without building it, checking
-// that it nests at most maxAvroDepth deep and holds at most len(data) +
-// avroItemAllowance array and map items, and that every length fits.
+// that it nests at most maxAvroDepth deep, holds at most maxItems array
+// and map items and maxRecords records, and that every length fits.
 type avroWalk struct {
-	b     []byte
-	items int
+	b              []byte
+	items, records int
 }
 
 func checkAvro(s avro.Schema, data []byte) error {
-	w := &avroWalk{b: data, items: len(data) + avroItemAllowance}
+	w := &avroWalk{b: data, items: maxItems, records: maxRecords}
 	if err := w.walk(s, 0); err != nil {
 		return fmt.Errorf("%w: %w", errAvroShape, err)
 	}
@@ -83,6 +86,9 @@ func (w *avroWalk) walk(s avro.Schema, depth int) error {
 		}
 		return fmt.Errorf("unknown type %s", s.Type())
 	case *avro.RecordSchema:
+		if w.records--; w.records < 0 {
+			return fmt.Errorf("more than %d records", maxRecords)
+		}
 		for _, f := range s.Fields() {
 			if err := w.walk(f.Type(), depth+1); err != nil {
 				return err
@@ -141,7 +147,7 @@ func (w *avroWalk) blocks(item func() error) error {
 			}
 		}
 		if n > int64(w.items) {
-			return fmt.Errorf("more than %d array or map items", w.items)
+			return fmt.Errorf("more than %d array or map items", maxItems)
 		}
 		w.items -= int(n)
 		for range n {

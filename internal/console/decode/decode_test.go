@@ -200,4 +200,32 @@ func TestDecodeBounds(t *testing.T) {
 	if _, err := d3.Decode(ctx, wire(3, []byte(strings.Repeat("[", 1<<20)))); !errors.Is(err, ErrData) {
 		t.Fatalf("JSON 1 Mi deep: %v", err)
 	}
+
+	// 8 MiB that would become millions of Go values (gigabytes) are
+	// refused before they are built; a thousand are decoded.
+	records := `{"type":"array","items":{"type":"record","name":"E","fields":[]}}`
+	dr := New(func(_ context.Context, id int) (Schema, error) {
+		return Schema{ID: id, Type: "AVRO", Text: records}, nil
+	})
+	if _, err := dr.Decode(ctx, wire(5, append(binary.AppendVarint(nil, 500_000), 0))); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "records") {
+		t.Fatalf("500,000 empty records: %v", err)
+	}
+	if got, err := dr.Decode(ctx, wire(5, append(binary.AppendVarint(nil, 1000), 0))); err != nil || strings.Count(got.JSON, "{}") != 1000 {
+		t.Fatalf("1,000 empty records: %v", err)
+	}
+	const repeated = `syntax = "proto3"; message M { repeated E e = 1; repeated int32 n = 2; } message E {}`
+	dp := New(func(_ context.Context, id int) (Schema, error) {
+		return Schema{ID: id, Type: "PROTOBUF", Text: repeated}, nil
+	})
+	if _, err := dp.Decode(ctx, wire(6, append([]byte{0}, bytes.Repeat([]byte{0x0a, 0}, 4<<20-8)...))); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "messages") {
+		t.Fatalf("4 Mi empty messages: %v", err)
+	}
+	packed := append([]byte{0, 0x12}, binary.AppendUvarint(nil, 8<<20-16)...)
+	packed = append(packed, make([]byte, 8<<20-16)...)
+	if _, err := dp.Decode(ctx, wire(6, packed)); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "repeated elements") {
+		t.Fatalf("8 Mi packed ints: %v", err)
+	}
+	if got, err := dp.Decode(ctx, wire(6, append([]byte{0}, bytes.Repeat([]byte{0x0a, 0}, 1000)...))); err != nil || strings.Count(got.JSON, "{}") != 1000 {
+		t.Fatalf("1,000 empty messages: %v", err)
+	}
 }
