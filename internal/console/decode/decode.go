@@ -5,7 +5,9 @@
 // built at run time (dynamicpb) from the schema compiled by protocompile,
 // JSON Schema as the JSON it is. It is the console's message browser's
 // decoder; the bytes come from the log, so anything malformed is an
-// error, never a panic, and every allocation is bounded.
+// error, never a panic, and every allocation is bounded: values are at
+// most MaxValue, and Avro and Protobuf bytes are walked against their
+// schema before they are decoded (avrowalk.go, protowalk.go).
 package decode
 
 import (
