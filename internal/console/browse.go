@@ -19,6 +19,15 @@ type shownRecord struct {
 	Key, Value shownPayload
 }
 
+// Whole: the value is over what the browser reads as bytes (trace.RawMax),
+// so only the record's own page reads it whole and decodes it.
+func (r shownRecord) Whole() bool {
+	return r.ValueRaw == nil && r.ValueBytes > trace.RawMax && r.Value.Decoded == nil
+}
+
+// RawMax is the browser's limit, for the page.
+func (shownRecord) RawMax() int { return trace.RawMax }
+
 // shownPayload is a decoded key or value (Decoded nil: shown as text).
 type shownPayload struct {
 	Decoded *decode.Decoded

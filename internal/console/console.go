@@ -43,6 +43,10 @@ type Console struct {
 	sessions map[string]*session
 
 	overviews overviewCache
+
+	// wholeRecords lets one whole-record view (up to 8 MiB decoded) run
+	// at a time: the others wait, so their memory is bounded.
+	wholeRecords chan struct{}
 }
 
 type session struct {
@@ -61,7 +65,8 @@ const cookieName = "sluice_session"
 // request context), the schema registry's REST handler (nil when the
 // registry is off) and the listener's guard.
 func New(api, registry http.Handler, guard *adminapi.Guard, logger *slog.Logger) (*Console, error) {
-	c := &Console{api: api, registry: registry, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{}}
+	c := &Console{api: api, registry: registry, guard: guard, logger: logger, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{},
+		wholeRecords: make(chan struct{}, 1)}
 	c.key = make([]byte, 32)
 	if _, err := rand.Read(c.key); err != nil {
 		return nil, err
@@ -261,11 +266,12 @@ func (c *Console) callOn(h http.Handler, r *http.Request, s *session, method, pa
 	h.ServeHTTP(rec, req)
 	if rec.code >= 300 {
 		var e struct {
-			Error   string `json:"error"`
-			Message string `json:"message"` // the schema registry's
+			Error     string `json:"error"`
+			Message   string `json:"message"`    // the schema registry's
+			ErrorCode int    `json:"error_code"` // the schema registry's
 		}
 		if json.Unmarshal(rec.body.Bytes(), &e) == nil && (e.Error != "" || e.Message != "") {
-			return rec.code, fmt.Errorf("%s", e.Error+e.Message)
+			return rec.code, &apiError{Code: e.ErrorCode, Message: e.Error + e.Message}
 		}
 		return rec.code, fmt.Errorf("%s %s: %d", method, path, rec.code)
 	}
@@ -276,6 +282,16 @@ func (c *Console) callOn(h http.Handler, r *http.Request, s *session, method, pa
 	}
 	return rec.code, nil
 }
+
+// apiError is a refusal of the admin API or the schema registry: its
+// message, and the registry's error code (e.g. 40301, 42203; 0 from the
+// admin API).
+type apiError struct {
+	Code    int
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
 
 // recorder is an in-memory http.ResponseWriter.
 type recorder struct {

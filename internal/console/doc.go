@@ -16,7 +16,11 @@
 // per-subject authorization (registry.HandlerAs), so they show and change
 // only the subjects that principal may on the registry's own listener;
 // schemas are deleted soft, then permanently, each after a confirmation
-// (schemadelete.go). Dead letters are replayed through
+// (schemadelete.go); a subject's and the registry-wide compatibility
+// level and mode are changed or reset after a confirmation too
+// (schemaconfig.go). A record's own page (record.go) reads its key and
+// value whole, up to 8 MiB, one such page at a time, and decodes them as
+// the browser decodes values of at most 64 KiB. Dead letters are replayed through
 // POST /v1/dlq/{topic}/replay (internal/deadletter); users, ACLs and
 // quotas are managed through /v1/security (internal/security).
 package console

@@ -39,6 +39,7 @@ var funcs = template.FuncMap{
 	"lower":  func(s lag.Status) string { return "st-" + s.String() },
 	"add":    func(a, b int) int { return a + b },
 	"add64":  func(a, b int64) int64 { return a + b },
+	"int64":  func(n int) int64 { return int64(n) },
 	"pct":    func(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" },
 	"list":   func(xs ...string) []string { return xs },
 	"rate": func(x float64) string {
@@ -60,6 +61,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/topics", c.withSession(c.topics))
 	mux.HandleFunc("POST /ui/topics", c.withSession(c.createTopic))
 	mux.HandleFunc("GET /ui/topics/{topic}", c.withSession(c.topic))
+	mux.HandleFunc("GET /ui/topics/{topic}/records/{partition}/{offset}", c.withSession(c.record))
 	mux.HandleFunc("POST /ui/topics/{topic}/delete", c.withSession(c.deleteTopic))
 	mux.HandleFunc("POST /ui/topics/{topic}/configs", c.withSession(c.alterConfigs))
 	mux.HandleFunc("POST /ui/topics/{topic}/produce", c.withSession(c.produce))
@@ -76,6 +78,10 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/schemas/{subject}/register", c.withSession(c.registerSchema))
 	mux.HandleFunc("POST /ui/schemas/{subject}/delete", c.withSession(c.deleteSchema))
 	mux.HandleFunc("POST /ui/schemas", c.withSession(c.registerSchema))
+	mux.HandleFunc("POST /ui/schemas/{subject}/compatibility", c.withSession(c.changeSubjectSetting(compatibilityKind)))
+	mux.HandleFunc("POST /ui/schemas/{subject}/mode", c.withSession(c.changeSubjectSetting(modeKind)))
+	mux.HandleFunc("POST /ui/schemas/compatibility", c.withSession(c.changeGlobalSetting(compatibilityKind)))
+	mux.HandleFunc("POST /ui/schemas/mode", c.withSession(c.changeGlobalSetting(modeKind)))
 	mux.HandleFunc("GET /ui/deadletters", c.withSession(c.deadLetters))
 	mux.HandleFunc("GET /ui/deadletters/{topic}", c.withSession(c.deadLetter))
 	mux.HandleFunc("POST /ui/deadletters/{topic}/replay", c.withSession(c.replay))

@@ -30,6 +30,26 @@ type schemasData struct {
 	// A subject deleted from its page.
 	Deleted   string
 	Permanent bool
+	// The registry-wide compatibility level and mode, and a change of
+	// one waiting for its confirmation, refused, or done.
+	Compatibility, Mode setting
+	ConfirmSetting      *settingRequest
+	SettingError        string
+	SettingDone         string
+}
+
+// Settings is what the "settings" template draws for the registry-wide
+// level and mode.
+func (d schemasData) Settings(csrf string) settingsView {
+	return settingsView{CSRF: csrf, Confirm: d.ConfirmSetting, Error: d.SettingError, Done: d.SettingDone,
+		Options: []settingOptions{{Kind: compatibilityKind, Current: d.Compatibility}, {Kind: modeKind, Current: d.Mode}}}
+}
+
+// Settings is what the "settings" template draws for the subject's level
+// and mode.
+func (d subjectData) Settings(csrf string) settingsView {
+	return settingsView{CSRF: csrf, Subject: d.Subject, Confirm: d.ConfirmSetting, Error: d.SettingError, Done: d.SettingDone,
+		Options: []settingOptions{{Kind: compatibilityKind, Subject: d.Subject, Current: d.Compatibility}, {Kind: modeKind, Subject: d.Subject, Current: d.Mode}}}
 }
 
 var errNoRegistry = errors.New("the schema registry is off on this broker (schema_registry.listen)")
@@ -42,7 +62,16 @@ func (c *Console) schemas(w http.ResponseWriter, r *http.Request, s *session) {
 		c.page(w, s, http.StatusOK, "schemas", "Schemas", schemasData{}, errNoRegistry)
 		return
 	}
-	d := schemasData{Deleted: r.URL.Query().Get("deleted"), Permanent: r.URL.Query().Get("permanent") == "true"}
+	d, err := c.loadSchemas(r, s)
+	d.Deleted, d.Permanent = r.URL.Query().Get("deleted"), r.URL.Query().Get("permanent") == "true"
+	d.SettingDone = settingDone(r.URL.Query())
+	c.page(w, s, http.StatusOK, "schemas", "Schemas", d, err)
+}
+
+// loadSchemas reads the subjects the session may read, with their latest
+// versions, and the registry-wide level and mode.
+func (c *Console) loadSchemas(r *http.Request, s *session) (schemasData, error) {
+	var d schemasData
 	var live, all []string
 	_, err := c.callOn(c.registry, r, s, "GET", "/subjects", nil, &live)
 	if err == nil {
@@ -70,7 +99,9 @@ func (c *Console) schemas(w http.ResponseWriter, r *http.Request, s *session) {
 			d.SoftDeleted = append(d.SoftDeleted, v)
 		}
 	}
-	c.page(w, s, http.StatusOK, "schemas", "Schemas", d, err)
+	d.Compatibility = c.loadSetting(r, s, compatibilityKind, "")
+	d.Mode = c.loadSetting(r, s, modeKind, "")
+	return d, err
 }
 
 type subjectData struct {
@@ -85,9 +116,15 @@ type subjectData struct {
 	Shown, Other      registered
 	ShownDeleted      bool // Shown is a soft-deleted version
 	Diff              []diffLine
-	Compatibility     string
-	CheckResult       string
-	CheckMessages     []string
+	// The subject's compatibility level and mode, its own or inherited.
+	Compatibility, Mode setting
+	// A level or mode change waiting for its confirmation, refused, or
+	// done.
+	ConfirmSetting *settingRequest
+	SettingError   string
+	SettingDone    string
+	CheckResult    string
+	CheckMessages  []string
 	// A registration's outcome: the id registered, or the refusal.
 	Registered       string
 	RegisterError    string
@@ -135,11 +172,8 @@ func (c *Console) loadSubject(r *http.Request, s *session, sub, version string) 
 		return d, http.StatusOK, err
 	}
 	d.ShownDeleted = !live[d.Shown.Version]
-	var cfg struct {
-		CompatibilityLevel string `json:"compatibilityLevel"`
-	}
-	c.callOn(c.registry, r, s, "GET", "/config/"+url.PathEscape(sub)+"?defaultToGlobal=true", nil, &cfg)
-	d.Compatibility = cfg.CompatibilityLevel
+	d.Compatibility = c.loadSetting(r, s, compatibilityKind, sub)
+	d.Mode = c.loadSetting(r, s, modeKind, sub)
 	return d, http.StatusOK, nil
 }
 
@@ -153,6 +187,7 @@ func (c *Console) subject(w http.ResponseWriter, r *http.Request, s *session) {
 	d, code, err := c.loadSubject(r, s, sub, q.Get("version"))
 	d.Registered = q.Get("registered")
 	d.Done = doneMessage(q)
+	d.SettingDone = settingDone(q)
 	if err == nil {
 		if other := q.Get("diff"); other != "" {
 			if _, err := c.callOn(c.registry, r, s, "GET", "/subjects/"+url.PathEscape(sub)+"/versions/"+url.PathEscape(other)+"?deleted=true", nil, &d.Other); err == nil {

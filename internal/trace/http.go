@@ -39,7 +39,8 @@ func (t *Tracer) Handler() http.Handler {
 // ParseQuery reads a query from parameters: topic, key, header
 // (NAME=VALUE), partition, offset, start_offset, from, to (RFC 3339, Unix ms, or a
 // duration meaning that long before now), limit, raw (1: keys and values
-// as bytes too).
+// as bytes too, up to RawMax), raw_max (with raw and offset: up to that
+// many bytes, at most RawMaxOne).
 func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	get := v.Get
 	q := Query{Topic: get("topic"), Partition: -1, Offset: -1, StartOffset: -1}
@@ -104,6 +105,16 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		q.Limit = v
 	}
 	q.Raw = get("raw") == "1"
+	if s := get("raw_max"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 || v > RawMaxOne {
+			return bad("raw_max must be 1..%d, got %q", RawMaxOne, s)
+		}
+		if !q.Raw || q.Offset < 0 {
+			return bad("raw_max needs raw=1 and one record (partition and offset)")
+		}
+		q.RawLimit = v
+	}
 	if !q.HasKey && q.HeaderName == "" && q.Offset < 0 && q.StartOffset < 0 && q.From == 0 && q.To == 0 {
 		return bad("give a key, a header, a partition and offset (or start_offset), or a time range (from/to)")
 	}

@@ -33,7 +33,12 @@ func TestParseQuery(t *testing.T) {
 	if q := ok("topic=t&partition=2&start_offset=7&limit=5"); q.Partition != 2 || q.StartOffset != 7 || q.Limit != 5 {
 		t.Fatalf("browse: %+v", q)
 	}
-	for _, bad := range []string{"", "key=k", "topic=t", "topic=t&offset=3", "topic=t&start_offset=3", "topic=t&partition=-1&offset=1",
+	if q := ok("topic=t&partition=0&offset=3&raw=1&raw_max=8388608"); !q.Raw || q.RawLimit != RawMaxOne {
+		t.Fatalf("raw_max: %+v", q)
+	}
+	for _, bad := range []string{"topic=t&partition=0&offset=3&raw=1&raw_max=8388609", "topic=t&partition=0&offset=3&raw=1&raw_max=0",
+		"topic=t&partition=0&offset=3&raw_max=100", "topic=t&partition=0&start_offset=3&raw=1&raw_max=100", "topic=t&partition=0&offset=3&raw=1&raw_max=x",
+		"", "key=k", "topic=t", "topic=t&offset=3", "topic=t&start_offset=3", "topic=t&partition=-1&offset=1",
 		"topic=t&key=k&limit=0", "topic=t&key=k&limit=100000", "topic=t&from=tomorrow", "topic=t&from=2h&to=3h", "topic=t&header=novalue",
 		"topic=t&key=k&from=-5m"} {
 		v, _ := url.ParseQuery(bad)

@@ -68,13 +68,19 @@ type Query struct {
 	// MaxScanBytes bounds the bytes read (default 4 GiB).
 	MaxScanBytes int64
 	// Raw adds each record's key and value bytes (KeyRaw, ValueRaw) when
-	// they are at most RawMax bytes: for decoders (the console's schema
-	// registry view).
+	// they are at most RawMax bytes (RawLimit when set): for decoders
+	// (the console's schema registry view).
 	Raw bool
+	// RawLimit raises RawMax up to RawMaxOne for a query of one record
+	// (Offset set): the console's view of a whole record.
+	RawLimit int
 }
 
 // RawMax bounds a key or value returned as bytes (Query.Raw).
 const RawMax = 64 << 10
+
+// RawMaxOne bounds Query.RawLimit.
+const RawMaxOne = 8 << 20
 
 // Header is one record header.
 type Header struct {
@@ -388,10 +394,14 @@ func (s *scan) batch(ctx context.Context, p int32, bt []byte, from int64) (bool,
 			rec.Key = &k
 		}
 		if q.Raw {
-			if len(r.Key) <= RawMax {
+			limit := RawMax
+			if q.RawLimit > 0 {
+				limit = min(q.RawLimit, RawMaxOne)
+			}
+			if len(r.Key) <= limit {
 				rec.KeyRaw = bytes.Clone(r.Key)
 			}
-			if len(r.Value) <= RawMax {
+			if len(r.Value) <= limit {
 				rec.ValueRaw = bytes.Clone(r.Value)
 			}
 		}

@@ -6,10 +6,10 @@ import (
 	"github.com/hamba/avro/v2"
 )
 
-// avroConfig bounds what decoding untrusted bytes may allocate: values
-// are at most trace.RawMax (64 KiB), so no string, bytes or array needs
-// more than that.
-var avroConfig = avro.Config{MaxByteSliceSize: 64 << 10, MaxSliceAllocSize: 64 << 10}.Freeze()
+// avroConfig bounds what decoding untrusted bytes may allocate: a value
+// is at most MaxValue, so no string or bytes needs more than that, and
+// checkAvro has bounded the items of arrays and maps before.
+var avroConfig = avro.Config{MaxByteSliceSize: MaxValue, MaxSliceAllocSize: maxItems}.Freeze()
 
 // maxRefRounds bounds the passes over references that use each other.
 const maxRefRounds = 16
@@ -37,6 +37,9 @@ func avroDecoder(s Schema) (func([]byte) (Decoded, error), error) {
 		return nil, err
 	}
 	return func(data []byte) (out Decoded, err error) {
+		if err := checkAvro(schema, data); err != nil {
+			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)
+		}
 		var v any
 		if err := decodeAvro(schema, data, &v); err != nil {
 			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)

@@ -5,7 +5,9 @@
 // built at run time (dynamicpb) from the schema compiled by protocompile,
 // JSON Schema as the JSON it is. It is the console's message browser's
 // decoder; the bytes come from the log, so anything malformed is an
-// error, never a panic, and every allocation is bounded.
+// error, never a panic, and every allocation is bounded: values are at
+// most MaxValue, and Avro and Protobuf bytes are walked against their
+// schema before they are decoded (avrowalk.go, protowalk.go).
 package decode
 
 import (
@@ -86,12 +88,19 @@ func SchemaID(b []byte) (int, bool) {
 	return int(binary.BigEndian.Uint32(b[1:5])), true
 }
 
+// MaxValue bounds the keys and values decoded: the console reads a
+// record's whole value up to this size (docs/console.md).
+const MaxValue = 8 << 20
+
 // Decode decodes b, or says why it cannot (ErrNotWire when b is not in
 // the wire format at all).
 func (d *Decoder) Decode(ctx context.Context, b []byte) (Decoded, error) {
 	id, ok := SchemaID(b)
 	if !ok {
 		return Decoded{}, ErrNotWire
+	}
+	if len(b) > MaxValue {
+		return Decoded{SchemaID: id}, fmt.Errorf("%w: %d bytes, more than the %d decoded", ErrData, len(b), MaxValue)
 	}
 	c := d.compiled[id]
 	if c == nil {
@@ -138,17 +147,62 @@ func (d *Decoder) compile(ctx context.Context, id int) *compiled {
 // jsonDecode shows JSON Schema data, which is JSON text.
 func jsonDecode(data []byte) (Decoded, error) {
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
+	if err := json.Compact(&buf, data); err != nil {
 		return Decoded{}, fmt.Errorf("%w: not JSON: %v", ErrData, err)
 	}
-	return Decoded{JSON: buf.String()}, nil
+	return Decoded{JSON: shape(buf.Bytes())}, nil
 }
 
-// indent renders v as indented JSON.
+// indent renders v as JSON, indented when that stays small (shape).
 func indent(v any) (string, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrData, err)
 	}
-	return string(b), nil
+	return shape(b), nil
+}
+
+// MaxJSON bounds the JSON text of one decoded key or value.
+const MaxJSON = 16 << 20
+
+// shape indents compact JSON unless the indentation would take it past
+// MaxJSON (deep nesting makes every line long: the text grows with the
+// depth times the lines), and cuts what is still longer at MaxJSON.
+func shape(compact []byte) string {
+	depth, deepest, lines := 0, 0, 0
+	inString, escaped := false, false
+	for _, c := range compact {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+			lines++
+		case c == '}' || c == ']':
+			depth--
+			lines++
+		case c == ',':
+			lines++
+		}
+	}
+	if int64(len(compact))+int64(lines)*int64(2*deepest+2) <= MaxJSON {
+		var buf bytes.Buffer
+		if json.Indent(&buf, compact, "", "  ") == nil {
+			return buf.String()
+		}
+	}
+	if len(compact) > MaxJSON {
+		return strings.ToValidUTF8(string(compact[:MaxJSON]), "") + fmt.Sprintf(" ... (cut: %d bytes of JSON in all)", len(compact))
+	}
+	return string(compact)
 }

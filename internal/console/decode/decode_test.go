@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -149,3 +150,82 @@ func FuzzDecode(f *testing.F) {
 }
 
 func protoValue(s string) protoreflect.Value { return protoreflect.ValueOfString(s) }
+
+// TestDecodeBounds: values up to MaxValue decode; data that would nest
+// deeper than the walk allows (a recursive schema), claim more items than
+// it has bytes, or indent into more than MaxJSON is refused or laid out
+// compactly, never a crash or an unbounded allocation.
+func TestDecodeBounds(t *testing.T) {
+	ctx := context.Background()
+	const (
+		list  = `{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}`
+		nulls = `{"type":"array","items":"null"}`
+		blob  = `{"type":"record","name":"B","fields":[{"name":"s","type":"string"}]}`
+	)
+	texts := map[int]string{10: list, 11: nulls, 12: blob}
+	d := New(func(_ context.Context, id int) (Schema, error) {
+		return Schema{ID: id, Type: "AVRO", Text: texts[id]}, nil
+	})
+	big := strings.Repeat("x", 200<<10)
+	blobData, err := avro.Marshal(avro.MustParse(blob), map[string]any{"s": big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Decode(ctx, wire(12, blobData))
+	if err != nil || !strings.Contains(got.JSON, big) {
+		t.Fatalf("a 200 KiB string: %v (%d bytes of JSON)", err, len(got.JSON))
+	}
+	deep := append(bytes.Repeat([]byte{2}, 4<<20), 0)
+	if _, err := d.Decode(ctx, wire(10, deep)); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "nested deeper") {
+		t.Fatalf("4 Mi levels of a recursive schema: %v", err)
+	}
+	shallow := append(bytes.Repeat([]byte{2}, 100), 0)
+	if _, err := d.Decode(ctx, wire(10, shallow)); err != nil {
+		t.Fatalf("100 levels: %v", err)
+	}
+	if _, err := d.Decode(ctx, wire(11, binary.AppendVarint(nil, 1<<40))); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "items") {
+		t.Fatalf("2^40 nulls: %v", err)
+	}
+	if _, err := d.Decode(ctx, wire(12, append([]byte{0}, make([]byte, MaxValue)...))); !errors.Is(err, ErrData) {
+		t.Fatalf("a value over MaxValue: %v", err)
+	}
+	// JSON Schema data nested 9,000 deep: indented, it would take 300 MiB;
+	// it is shown compact. Deeper than encoding/json's 10,000 is an error.
+	nested := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
+	d3 := New(func(_ context.Context, id int) (Schema, error) { return Schema{ID: id, Type: "JSON"}, nil })
+	got, err = d3.Decode(ctx, wire(3, []byte(nested)))
+	if err != nil || got.JSON != nested {
+		t.Fatalf("deep JSON: %v, %d bytes", err, len(got.JSON))
+	}
+	if _, err := d3.Decode(ctx, wire(3, []byte(strings.Repeat("[", 1<<20)))); !errors.Is(err, ErrData) {
+		t.Fatalf("JSON 1 Mi deep: %v", err)
+	}
+
+	// 8 MiB that would become millions of Go values (gigabytes) are
+	// refused before they are built; a thousand are decoded.
+	records := `{"type":"array","items":{"type":"record","name":"E","fields":[]}}`
+	dr := New(func(_ context.Context, id int) (Schema, error) {
+		return Schema{ID: id, Type: "AVRO", Text: records}, nil
+	})
+	if _, err := dr.Decode(ctx, wire(5, append(binary.AppendVarint(nil, 500_000), 0))); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "records") {
+		t.Fatalf("500,000 empty records: %v", err)
+	}
+	if got, err := dr.Decode(ctx, wire(5, append(binary.AppendVarint(nil, 1000), 0))); err != nil || strings.Count(got.JSON, "{}") != 1000 {
+		t.Fatalf("1,000 empty records: %v", err)
+	}
+	const repeated = `syntax = "proto3"; message M { repeated E e = 1; repeated int32 n = 2; } message E {}`
+	dp := New(func(_ context.Context, id int) (Schema, error) {
+		return Schema{ID: id, Type: "PROTOBUF", Text: repeated}, nil
+	})
+	if _, err := dp.Decode(ctx, wire(6, append([]byte{0}, bytes.Repeat([]byte{0x0a, 0}, 4<<20-8)...))); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "messages") {
+		t.Fatalf("4 Mi empty messages: %v", err)
+	}
+	packed := append([]byte{0, 0x12}, binary.AppendUvarint(nil, 8<<20-16)...)
+	packed = append(packed, make([]byte, 8<<20-16)...)
+	if _, err := dp.Decode(ctx, wire(6, packed)); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), "repeated elements") {
+		t.Fatalf("8 Mi packed ints: %v", err)
+	}
+	if got, err := dp.Decode(ctx, wire(6, append([]byte{0}, bytes.Repeat([]byte{0x0a, 0}, 1000)...))); err != nil || strings.Count(got.JSON, "{}") != 1000 {
+		t.Fatalf("1,000 empty messages: %v", err)
+	}
+}

@@ -19,6 +19,9 @@ const mainFile = protobuf.MainFile
 // maxIndexes bounds a Protobuf record's message index path.
 const maxIndexes = 32
 
+// protoRecursionLimit bounds how deep messages nest.
+const protoRecursionLimit = 64
+
 func protobufDecoder(s Schema) (func([]byte) (Decoded, error), error) {
 	sources := map[string]string{mainFile: s.Text}
 	for _, r := range s.Refs {
@@ -36,20 +39,23 @@ func protobufDecoder(s Schema) (func([]byte) (Decoded, error), error) {
 		if err != nil {
 			return Decoded{}, err
 		}
+		if err := checkProto(md, rest); err != nil {
+			return Decoded{}, err
+		}
 		msg := dynamicpb.NewMessage(md)
-		if err := (proto.UnmarshalOptions{RecursionLimit: 64}).Unmarshal(rest, msg); err != nil {
+		if err := (proto.UnmarshalOptions{RecursionLimit: protoRecursionLimit}).Unmarshal(rest, msg); err != nil {
 			return Decoded{}, fmt.Errorf("%w: %s: %v", ErrData, md.FullName(), err)
 		}
 		j, err := protojson.Marshal(msg)
 		if err != nil {
 			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)
 		}
-		// protojson varies its spacing on purpose; indent it one way.
+		// protojson varies its spacing on purpose; lay it out one way.
 		var buf bytes.Buffer
-		if err := json.Indent(&buf, j, "", "  "); err != nil {
+		if err := json.Compact(&buf, j); err != nil {
 			return Decoded{}, fmt.Errorf("%w: %v", ErrData, err)
 		}
-		return Decoded{Message: string(md.FullName()), JSON: buf.String()}, nil
+		return Decoded{Message: string(md.FullName()), JSON: shape(buf.Bytes())}, nil
 	}, nil
 }
 
