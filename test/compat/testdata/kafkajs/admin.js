@@ -15,7 +15,12 @@ async function caught(fn) {
     await fn()
     return null
   } catch (e) {
-    return { name: e.name, type: e.type || null, message: e.message }
+    const out = { name: e.name, type: e.type || null, message: e.message }
+    // KafkaJSAggregateError (createTopics) and KafkaJSDeleteGroupsError
+    // carry one error per topic or group.
+    if (e.errors) out.errors = e.errors.map((x) => x.type || x.name)
+    if (e.groups) out.groups = e.groups.map((g) => ({ groupId: g.groupId, errorCode: g.errorCode, type: g.error ? g.error.type : null }))
+    return out
   }
 }
 
@@ -144,7 +149,7 @@ main(async (a) => {
     })
     out.brokerConfigs = brokerCfg.resources[0].configEntries.map((c) => c.configName).sort()
 
-    out.deletedTopics = await admin.deleteTopics({ topics: [tb] })
+    await admin.deleteTopics({ topics: [tb] })
     out.listedAfterDelete = (await admin.listTopics()).filter((t) => t.startsWith(a.prefix)).sort()
     return out
   } finally {
