@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/config"
@@ -171,7 +172,9 @@ func kafkajsProduce(t testing.TB, args map[string]any, recs []rec) {
 // TestKafkaJSProduceConsume: an idempotent kafkajs producer sends keyed
 // records with headers to three partitions in gzip batches; franz-go reads
 // them back byte for byte, stored gzip with the producer's id; kafkajs reads
-// them with eachBatch; and a kafkajs consumer seeks into a partition.
+// them with eachBatch; a LogAppendTime topic stamps kafkajs's records with
+// the broker's time; a committed offset past the end resets to the start;
+// and a kafkajs consumer seeks into a partition.
 func TestKafkaJSProduceConsume(t *testing.T) {
 	b := startKafkaJSBroker(t)
 	topic := topicName(t)
@@ -225,6 +228,47 @@ func TestKafkaJSProduceConsume(t *testing.T) {
 		}
 		if n != 30 {
 			t.Errorf("kafkajs batches held %d records, want 30: %+v", n, got.Batches)
+		}
+	})
+
+	t.Run("LogAppendTime", func(t *testing.T) {
+		topic := topicName(t)
+		testbroker.CreateTopic(t, b.Addr(), topic, 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
+		before := time.Now().UnixMilli()
+		var meta []struct {
+			LogAppendTime int64 `json:"logAppendTime"`
+		}
+		kafkajs(t, "produce.js", map[string]any{"broker": b.Addr(), "topic": topic, "compression": "gzip",
+			"records": []any{map[string]any{"partition": 0, "value": "old", "timestamp": 1000000000000}}}, &meta)
+		if len(meta) != 1 || meta[0].LogAppendTime < before {
+			t.Errorf("produce answer %+v: want the broker's append time (>= %d)", meta, before)
+		}
+		var got jsConsumed
+		kafkajs(t, "consume.js", map[string]any{"broker": b.Addr(), "topic": topic, "group": topic + "-g", "count": 1}, &got)
+		if len(got.Records) != 1 || got.Records[0].Timestamp < before || (len(meta) == 1 && got.Records[0].Timestamp != meta[0].LogAppendTime) {
+			t.Errorf("kafkajs read %+v: want the append time the produce answered (%+v), not the producer's 1000000000000", got.Records, meta)
+		}
+	})
+
+	t.Run("offset out of range", func(t *testing.T) {
+		// A committed offset past the end: the fetch is OFFSET_OUT_OF_RANGE
+		// and kafkajs starts over from the earliest offset.
+		topic := topicName(t)
+		group := topic + "-g"
+		testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)
+		recs := sampleRecords(5, sampleOpts{})
+		produceKgo(t, b.Addr(), topic, recs, kgoGzip)
+		adm := newAdmin(t, b.Addr())
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 99, LeaderEpoch: -1})
+		if err := adm.CommitAllOffsets(ctxFor(t, 30*time.Second), group, offs); err != nil {
+			t.Fatal(err)
+		}
+		var got jsConsumed
+		kafkajs(t, "consume.js", map[string]any{"broker": b.Addr(), "topic": topic, "group": group, "count": 5}, &got)
+		checkSame(t, "kafkajs reset from a committed offset past the end", recs, got.recs())
+		if len(got.Records) > 0 && got.Records[0].Offset != 0 {
+			t.Errorf("kafkajs restarted at offset %d, want 0", got.Records[0].Offset)
 		}
 	})
 
@@ -325,7 +369,8 @@ func TestKafkaJSConsumerGroup(t *testing.T) {
 
 // TestKafkaJSTransactions: a read_committed kafkajs consumer sees the
 // records of committed transactions and not of the aborted one (a
-// read_uncommitted one sees all); a consume-transform-produce transaction
+// read_uncommitted one sees all); offsets sent in an aborted transaction
+// are not committed; a consume-transform-produce transaction
 // commits its output and the group's offsets together (sendOffsets).
 func TestKafkaJSTransactions(t *testing.T) {
 	b := startKafkaJSBroker(t)
@@ -344,9 +389,10 @@ func TestKafkaJSTransactions(t *testing.T) {
 	produceKgo(t, b.Addr(), in, input, kgoGzip)
 
 	var got struct {
-		Committed   []jsRecord `json:"committed"`
-		Uncommitted []jsRecord `json:"uncommitted"`
-		Transformed int        `json:"transformed"`
+		Committed         []jsRecord `json:"committed"`
+		Uncommitted       []jsRecord `json:"uncommitted"`
+		OffsetsAfterAbort []int64    `json:"offsetsAfterAbort"`
+		Transformed       int        `json:"transformed"`
 	}
 	kafkajs(t, "txn.js", map[string]any{"broker": b.Addr(), "topic": topic, "in": in, "out": out, "group": group, "count": len(input)}, &got)
 
@@ -365,6 +411,9 @@ func TestKafkaJSTransactions(t *testing.T) {
 	wantAll := append([]string{"a-0", "a-1", "a-2"}, wantCommitted...)
 	if v := values(got.Uncommitted); fmt.Sprint(v) != fmt.Sprint(wantAll) {
 		t.Errorf("read_uncommitted kafkajs read %v, want %v", v, wantAll)
+	}
+	if fmt.Sprint(got.OffsetsAfterAbort) != "[-1 -1]" {
+		t.Errorf("group offsets after a transaction that sent offsets 1 and aborted: %v, want none ([-1 -1])", got.OffsetsAfterAbort)
 	}
 	if got.Transformed != len(input) {
 		t.Errorf("transformed %d records, want %d", got.Transformed, len(input))
@@ -477,9 +526,11 @@ func TestKafkaJSAdmin(t *testing.T) {
 				Isr         []int32 `json:"isr"`
 			} `json:"partitions"`
 		}
-		Offsets, ByTimestamp, AfterDelete, SetOffsets, ResetEarliest, ResetLatest jsOffsets
-		GroupsListed                                                              []struct{ GroupID, ProtocolType string }
-		GroupsDescribed                                                           []struct {
+		Offsets, ByTimestamp, AfterDelete, AfterDeleteAll jsOffsets
+		SetOffsets, ResetEarliest, ResetLatest            jsOffsets
+		DeletePastEnd                                     *jsError
+		GroupsListed                                      []struct{ GroupID, ProtocolType string }
+		GroupsDescribed                                   []struct {
 			GroupID, State, ProtocolType string
 			ErrorCode                    int16
 			Members                      int
@@ -533,6 +584,8 @@ func TestKafkaJSAdmin(t *testing.T) {
 	// offset instead.
 	check("fetchTopicOffsetsByTimestamp(base+4.5s)", got.ByTimestamp, " 0:5 1:0 2:0 3:0 4:0")
 	check("fetchTopicOffsets after deleteTopicRecords(p0, 3)", got.AfterDelete, " 0:3-10 1:0-3 2:0 3:0 4:0")
+	check("fetchTopicOffsets after deleteTopicRecords(p1, -1)", got.AfterDeleteAll, " 0:3-10 1:3-3 2:0 3:0 4:0")
+	check("deleteTopicRecords(p0, 99) past the end", got.DeletePastEnd != nil && fmt.Sprint(got.DeletePastEnd.Errors) == "[OFFSET_OUT_OF_RANGE]", true)
 	check("fetchOffsets after setOffsets", got.SetOffsets, " 0:7 1:1 2:-1 3:-1 4:-1")
 	// kafkajs commits -2 and -1 as they are, and reads them back so from
 	// Kafka too (its own resetOffsets tests expect '-2' and '-1').
@@ -580,11 +633,11 @@ func jsSCRAM(mech, user, password string) map[string]string {
 }
 
 // TestKafkaJSSASL: kafkajs produces and consumes through the SASL listener
-// with SCRAM-SHA-256 and SCRAM-SHA-512; a wrong password is refused with
+// with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; a wrong password is refused with
 // an authentication error.
 func TestKafkaJSSASL(t *testing.T) {
 	b, saslAddr := startKafkaJSSASLBroker(t, false)
-	for _, mech := range []string{"scram-sha-256", "scram-sha-512"} {
+	for _, mech := range []string{"scram-sha-256", "scram-sha-512", "plain"} {
 		t.Run(mech, func(t *testing.T) {
 			topic := topicName(t)
 			testbroker.CreateTopic(t, b.Addr(), topic, 1, nil)

@@ -19,6 +19,7 @@ async function caught(fn) {
     // KafkaJSAggregateError (createTopics) and KafkaJSDeleteGroupsError
     // carry one error per topic or group.
     if (e.errors) out.errors = e.errors.map((x) => x.type || x.name)
+    if (e.cause && e.cause.partitions) out.errors = e.cause.partitions.map((p) => p.error.type || p.error.name)
     if (e.groups) out.groups = e.groups.map((g) => ({ groupId: g.groupId, errorCode: g.errorCode, type: g.error ? g.error.type : null }))
     return out
   }
@@ -99,6 +100,10 @@ main(async (a) => {
       .map((p) => ({ partition: p.partition, offset: Number(p.offset) })).sort((x, y) => x.partition - y.partition)
     await admin.deleteTopicRecords({ topic: ta, partitions: [{ partition: 0, offset: '3' }] })
     out.afterDelete = offsets(await admin.fetchTopicOffsets(ta))
+    // -1 deletes up to the high watermark (KIP-107); past it is refused.
+    await admin.deleteTopicRecords({ topic: ta, partitions: [{ partition: 1, offset: '-1' }] })
+    out.afterDeleteAll = offsets(await admin.fetchTopicOffsets(ta))
+    out.deletePastEnd = await caught(() => admin.deleteTopicRecords({ topic: ta, partitions: [{ partition: 0, offset: '99' }] }))
 
     // Group offsets: set, fetch, reset to earliest and to latest.
     const fetchOffsets = async () => {

@@ -1,8 +1,8 @@
 'use strict'
 // produce.js '{"broker", "topic", "records": [{partition, key, value,
-// headers}], "compression": "gzip"|"none", "idempotent": bool, "sasl"}'
-// sends the records in one sendBatch and prints kafkajs's record metadata
-// (partition, baseOffset per partition) with the producer's id.
+// headers, timestamp}], "compression": "gzip"|"none", "idempotent": bool,
+// "sasl"}' sends the records in one sendBatch and prints kafkajs's record
+// metadata (partition, baseOffset and logAppendTime per partition).
 const { CompressionTypes } = require('kafkajs')
 const { kafka, main } = require('./common')
 
@@ -19,6 +19,7 @@ main(async (a) => {
       key: r.key,
       value: r.value,
       headers: r.headers || undefined,
+      timestamp: r.timestamp ? String(r.timestamp) : undefined,
     }))
     const meta = await producer.sendBatch({
       acks: -1,
@@ -29,6 +30,7 @@ main(async (a) => {
       partition: m.partition,
       errorCode: m.errorCode,
       baseOffset: Number(m.baseOffset),
+      logAppendTime: Number(m.logAppendTime),
     }))
   } finally {
     await producer.disconnect()

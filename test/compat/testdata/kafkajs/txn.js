@@ -61,6 +61,22 @@ main(async (a) => {
     out.committed = await readAll(client, a.topic, a.group + '-rc', 10, false)
     out.uncommitted = await readAll(client, a.topic, a.group + '-ru', 13, true)
 
+    // Offsets sent in an aborted transaction are not committed.
+    tx = await producer.transaction()
+    await tx.sendOffsets({
+      consumerGroupId: a.group,
+      topics: [{ topic: a.in, partitions: [{ partition: 0, offset: '1' }, { partition: 1, offset: '1' }] }],
+    })
+    await tx.abort()
+    const admin = client.admin()
+    await admin.connect()
+    try {
+      const r = await admin.fetchOffsets({ groupId: a.group, topics: [a.in] })
+      out.offsetsAfterAbort = r[0].partitions.map((p) => Number(p.offset))
+    } finally {
+      await admin.disconnect()
+    }
+
     // Consume-transform-produce with sendOffsets.
     const consumer = client.consumer({ groupId: a.group, heartbeatInterval: 500, allowAutoTopicCreation: false })
     const seen = []
