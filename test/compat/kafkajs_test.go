@@ -508,7 +508,8 @@ func (c jsConfigs) String() string {
 // a bad name, list, partitions, metadata, delete), offsets (end, by
 // timestamp, after deleteTopicRecords), group offsets (set, reset to
 // earliest and latest), groups (list, describe, delete, a missing one),
-// the cluster, and topic and broker configs (describe, alter, a bad value).
+// the cluster, and topic, broker and broker-logger configs (describe,
+// alter, a bad value).
 func TestKafkaJSAdmin(t *testing.T) {
 	b := startKafkaJSBroker(t)
 	prefix := topicName(t)
@@ -552,8 +553,12 @@ func TestKafkaJSAdmin(t *testing.T) {
 				ResourceName string
 			}
 		}
-		BadConfig         *jsError
-		BrokerConfigs     []string
+		BadConfig     *jsError
+		BrokerConfigs []string
+		BrokerLoggers []struct {
+			Name, Value string
+			Source      int
+		}
 		ListedAfterDelete []string
 	}
 	kafkajs(t, "admin.js", map[string]any{"broker": b.Addr(), "prefix": prefix, "group": group, "base": 1700000000000}, &got)
@@ -606,6 +611,9 @@ func TestKafkaJSAdmin(t *testing.T) {
 	check("describeConfigs after alterConfigs", got.ConfigsAfter, ta+"(0): cleanup.policy=compact default=false retention.ms=7200000 default=false")
 	check("alterConfigs retention.ms=soon", got.BadConfig.typ(), "INVALID_CONFIG")
 	check("describeConfigs of the broker", got.BrokerConfigs, []string{"log.retention.ms", "num.partitions"})
+	// BROKER_LOGGER (KIP-412): sluice's one logger at the test broker's
+	// level, source DYNAMIC_BROKER_LOGGER_CONFIG (6).
+	check("describeConfigs of the broker's loggers", fmt.Sprintf("%+v", got.BrokerLoggers), "[{Name:root Value:DEBUG Source:6}]")
 	check("listTopics after deleteTopics", got.ListedAfterDelete, []string{ta})
 }
 

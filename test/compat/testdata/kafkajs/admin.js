@@ -153,6 +153,11 @@ main(async (a) => {
       resources: [{ type: ConfigResourceTypes.BROKER, name: String(cluster.brokers[0].nodeId), configNames: ['log.retention.ms', 'num.partitions'] }],
     })
     out.brokerConfigs = brokerCfg.resources[0].configEntries.map((c) => c.configName).sort()
+    const loggers = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.BROKER_LOGGER, name: String(cluster.brokers[0].nodeId) }],
+    })
+    out.brokerLoggers = loggers.resources[0].configEntries.map((c) => ({ name: c.configName, value: c.configValue, source: c.configSource }))
 
     await admin.deleteTopics({ topics: [tb] })
     out.listedAfterDelete = (await admin.listTopics()).filter((t) => t.startsWith(a.prefix)).sort()
