@@ -369,14 +369,17 @@ func TestKafkaJSConsumerGroup(t *testing.T) {
 
 // TestKafkaJSTransactions: a read_committed kafkajs consumer sees the
 // records of committed transactions and not of the aborted one (a
-// read_uncommitted one sees all); offsets sent in an aborted transaction
+// read_uncommitted one sees all); with a transaction open the latest
+// offset is the last stable one; offsets sent in an aborted transaction
 // are not committed; a consume-transform-produce transaction
 // commits its output and the group's offsets together (sendOffsets).
 func TestKafkaJSTransactions(t *testing.T) {
 	b := startKafkaJSBroker(t)
 	topic, in, out := topicName(t), topicName(t)+"-in", topicName(t)+"-out"
+	lso := topic + "-lso"
 	group := topic + "-group"
 	testbroker.CreateTopic(t, b.Addr(), topic, 2, nil)
+	testbroker.CreateTopic(t, b.Addr(), lso, 1, nil)
 	testbroker.CreateTopic(t, b.Addr(), in, 2, nil)
 	testbroker.CreateTopic(t, b.Addr(), out, 1, nil)
 	input := []rec{
@@ -392,9 +395,13 @@ func TestKafkaJSTransactions(t *testing.T) {
 		Committed         []jsRecord `json:"committed"`
 		Uncommitted       []jsRecord `json:"uncommitted"`
 		OffsetsAfterAbort []int64    `json:"offsetsAfterAbort"`
-		Transformed       int        `json:"transformed"`
+		LSO               struct {
+			OffsetsOpen jsOffsets  `json:"offsetsOpen"`
+			Records     []jsRecord `json:"records"`
+		} `json:"lso"`
+		Transformed int `json:"transformed"`
 	}
-	kafkajs(t, "txn.js", map[string]any{"broker": b.Addr(), "topic": topic, "in": in, "out": out, "group": group, "count": len(input)}, &got)
+	kafkajs(t, "txn.js", map[string]any{"broker": b.Addr(), "topic": topic, "lso": lso, "in": in, "out": out, "group": group, "count": len(input)}, &got)
 
 	values := func(rs []jsRecord) []string {
 		var out []string
@@ -411,6 +418,19 @@ func TestKafkaJSTransactions(t *testing.T) {
 	wantAll := append([]string{"a-0", "a-1", "a-2"}, wantCommitted...)
 	if v := values(got.Uncommitted); fmt.Sprint(v) != fmt.Sprint(wantAll) {
 		t.Errorf("read_uncommitted kafkajs read %v, want %v", v, wantAll)
+	}
+	// ListOffsets read committed answers the last stable offset (1) while
+	// the transaction over offsets 1-2 is open: the high watermark is 3.
+	if g := got.LSO.OffsetsOpen.String(); g != " 0:0-1" {
+		t.Errorf("fetchTopicOffsets with a transaction open: %s, want offset and high 1 (the last stable offset)", g)
+	}
+	var lsoRead []string
+	for _, r := range got.LSO.Records {
+		lsoRead = append(lsoRead, fmt.Sprintf("%s@%d", *r.Value, r.Offset))
+	}
+	// Offset 3 is the commit marker.
+	if g := fmt.Sprint(lsoRead); g != "[open-0@1 open-1@2 after@4]" {
+		t.Errorf("read_committed consumer from the latest offset, the transaction open: read %s, want [open-0@1 open-1@2 after@4]", g)
 	}
 	if fmt.Sprint(got.OffsetsAfterAbort) != "[-1 -1]" {
 		t.Errorf("group offsets after a transaction that sent offsets 1 and aborted: %v, want none ([-1 -1])", got.OffsetsAfterAbort)

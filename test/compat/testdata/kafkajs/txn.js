@@ -6,7 +6,13 @@
 // until it has the ten committed records, and a read_uncommitted one reads
 // all thirteen.
 //
-// Part 2, consume-transform-produce: a consumer of group reads count
+// Part 2, the last stable offset, on topic "lso": with a transaction open
+// over two records, fetchTopicOffsets (read committed) answers the offset
+// before them, and a read_committed consumer starting at the latest offset
+// starts there: once the transaction commits it reads both records, then
+// one produced after.
+//
+// Part 3, consume-transform-produce: a consumer of group reads count
 // records of topic "in" and, in one transaction, sends each value
 // upper-cased to "out" and, with sendOffsets, commits the group's offset
 // past them; then commits the transaction.
@@ -31,6 +37,48 @@ async function readAll(client, topic, group, count, readUncommitted) {
     await consumer.disconnect()
   }
   return records
+}
+
+async function lastStable(client, producer, topic, group) {
+  const out = {}
+  const plain = client.producer({ allowAutoTopicCreation: false })
+  await plain.connect()
+  const admin = client.admin()
+  await admin.connect()
+  const consumer = client.consumer({ groupId: group, heartbeatInterval: 500, maxWaitTimeInMs: 200, allowAutoTopicCreation: false })
+  try {
+    await plain.send({ topic, acks: -1, messages: [{ value: 'before' }] })
+    const tx = await producer.transaction()
+    await tx.send({ topic, messages: [{ value: 'open-0' }, { value: 'open-1' }] })
+    out.offsetsOpen = (await admin.fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: Number(p.offset), high: Number(p.high), low: Number(p.low) }))
+    const records = []
+    const w = waiter()
+    let fetched = false
+    consumer.on(consumer.events.FETCH, () => {
+      fetched = true
+      w.notify()
+    })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic], fromBeginning: false })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ topic, partition, message }) => {
+        records.push(record(topic, partition, message))
+        w.notify()
+      },
+    })
+    // The consumer has its starting offset once it has fetched.
+    await w.until(() => fetched)
+    await tx.commit()
+    await plain.send({ topic, acks: -1, messages: [{ value: 'after' }] })
+    await w.until(() => records.some((r) => r.value === 'after'))
+    out.records = records
+  } finally {
+    await consumer.disconnect()
+    await admin.disconnect()
+    await plain.disconnect()
+  }
+  return out
 }
 
 main(async (a) => {
@@ -60,6 +108,8 @@ main(async (a) => {
     await tx.commit()
     out.committed = await readAll(client, a.topic, a.group + '-rc', 10, false)
     out.uncommitted = await readAll(client, a.topic, a.group + '-ru', 13, true)
+
+    out.lso = await lastStable(client, producer, a.lso, a.group + '-lso')
 
     // Offsets sent in an aborted transaction are not committed.
     tx = await producer.transaction()
