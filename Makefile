@@ -9,7 +9,9 @@ build:
 	$(GO) build ./...
 
 # Installs kcat, the Debian Python Kafka clients, Burrow and ZooKeeper,
-# chromium and Prometheus (promtool) when missing (as root).
+# chromium and Prometheus (promtool) when missing (as root), and KafkaJS
+# with npm ci in test/compat/testdata/kafkajs (Node.js and npm from Debian
+# when node is missing).
 test-deps:
 	./scripts/install-test-deps.sh
 

@@ -17,11 +17,38 @@
 #   chromium                 the headless browser of the web console's tests
 #   versitygw                the S3-compatible server of the object-store tests,
 #                            built by install-versitygw.sh (go install; no root)
+#   kafkajs                  the Node.js client of test/compat/kafkajs_test.go,
+#                            pinned by test/compat/testdata/kafkajs/package-lock.json
+#                            and installed there with npm ci (no root); Node.js
+#                            and npm come from Debian's nodejs and npm when the
+#                            machine has no node
 # Idempotent and quiet when everything is present. Installs only as root
 # (apt-get); otherwise it names what is missing and exits non-zero.
 set -euo pipefail
 
 "$(dirname "$0")/install-versitygw.sh"
+
+# kafkajs first: it needs no root once node is there, and the Debian
+# packages below may all be present already (the script then exits).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-test-deps: missing node and npm (Debian nodejs, npm); run this script as root" >&2
+		exit 1
+	fi
+	echo "install-test-deps: installing nodejs npm" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+kafkajs_dir="$(cd "$(dirname "$0")/.." && pwd)/test/compat/testdata/kafkajs"
+if [ ! -d "$kafkajs_dir/node_modules/kafkajs" ]; then
+	echo "install-test-deps: installing kafkajs in $kafkajs_dir" >&2
+	if [ -f "$kafkajs_dir/package-lock.json" ]; then
+		(cd "$kafkajs_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	else
+		(cd "$kafkajs_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+	fi
+fi
 
 packages=(kcat python3-confluent-kafka python3-kafka python3-requests python3-snappy python3-lz4 python3-zstandard python3-xxhash burrow zookeeper chromium prometheus)
 

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+	"log/slog"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,8 +36,9 @@ func (rc *reqCtx) configAuth(rt int8, name string, op kmsg.ACLOperation) int16 {
 func init() { register(kmsg.DescribeConfigs, 0, 4, handleDescribeConfigs) }
 
 const (
-	resourceTopic  = int8(kmsg.ConfigResourceTypeTopic)
-	resourceBroker = int8(kmsg.ConfigResourceTypeBroker)
+	resourceTopic        = int8(kmsg.ConfigResourceTypeTopic)
+	resourceBroker       = int8(kmsg.ConfigResourceTypeBroker)
+	resourceBrokerLogger = int8(kmsg.ConfigResourceTypeBrokerLogger)
 )
 
 func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
@@ -138,6 +141,8 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 				}
 				sr.Configs = append(sr.Configs, c)
 			}
+		case resourceBrokerLogger:
+			describeBrokerLoggers(rc, &sr, rr.ResourceName, want)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 			msg := "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))
@@ -146,6 +151,46 @@ func handleDescribeConfigs(rc *reqCtx, kreq kmsg.Request) func() kmsg.Response {
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return done(resp)
+}
+
+// describeBrokerLoggers answers a BROKER_LOGGER resource (KIP-412): the
+// broker's loggers and their levels, as Kafka lists its log4j loggers.
+// sluice has one logger, "root", whose level is the lowest the broker's
+// log handler lets through. Like Kafka, the name must be this broker's id.
+func describeBrokerLoggers(rc *reqCtx, sr *kmsg.DescribeConfigsResponseResource, name string, want func(string) bool) {
+	if name == "" || name != strconv.Itoa(int(rc.broker().NodeID())) {
+		sr.ErrorCode = kerr.InvalidRequest.Code
+		msg := "unexpected broker id " + strconv.Quote(name) + ", expected " + strconv.Itoa(int(rc.broker().NodeID()))
+		sr.ErrorMessage = &msg
+		return
+	}
+	if !want("root") {
+		return
+	}
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name = "root"
+	v := loggerLevel(rc.conn.srv.logger)
+	c.Value = &v
+	c.Source = kmsg.ConfigSourceDynamicBrokerLoggerConfig
+	c.ConfigType = kmsg.ConfigTypeString
+	sr.Configs = append(sr.Configs, c)
+}
+
+// loggerLevel is logger's level in log4j's words: the lowest slog level
+// its handler enables, OFF if none.
+func loggerLevel(logger *slog.Logger) string {
+	if logger == nil {
+		return "OFF"
+	}
+	for _, l := range []struct {
+		level slog.Level
+		name  string
+	}{{slog.LevelDebug, "DEBUG"}, {slog.LevelInfo, "INFO"}, {slog.LevelWarn, "WARN"}, {slog.LevelError, "ERROR"}} {
+		if logger.Handler().Enabled(context.Background(), l.level) {
+			return l.name
+		}
+	}
+	return "OFF"
 }
 
 // topicSynonyms lists the layers a topic config's value could come from,

@@ -248,3 +248,37 @@ func TestCleanerBackoffConfig(t *testing.T) {
 		t.Fatalf("negative backoff: want INVALID_CONFIG, got %v", err)
 	}
 }
+
+// TestDescribeBrokerLoggers: DescribeConfigs on a BROKER_LOGGER resource
+// (KIP-412; kafkajs exposes the type) lists the broker's logger, "root",
+// at the level its log lets through (the test broker logs at debug), with
+// the DYNAMIC_BROKER_LOGGER_CONFIG source; another broker's id is
+// INVALID_REQUEST, as on Kafka.
+func TestDescribeBrokerLoggers(t *testing.T) {
+	b := startBroker(t)
+	br := seed(t, b.Addr())
+	describe := func(name string, names ...string) kmsg.DescribeConfigsResponseResource {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeBrokerLogger, name, names
+		req.Resources = append(req.Resources, r)
+		resp := request[*kmsg.DescribeConfigsResponse](t, br, req)
+		if len(resp.Resources) != 1 {
+			t.Fatalf("%d resources answered, want 1", len(resp.Resources))
+		}
+		return resp.Resources[0]
+	}
+	id := strconv.Itoa(int(b.Config().NodeID))
+	res := describe(id)
+	wantCode(t, "BROKER_LOGGER "+id, res.ErrorCode, nil)
+	if len(res.Configs) != 1 || res.Configs[0].Name != "root" || res.Configs[0].Value == nil || *res.Configs[0].Value != "DEBUG" ||
+		res.Configs[0].Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
+		t.Errorf("BROKER_LOGGER %s: %+v, want root=DEBUG from DYNAMIC_BROKER_LOGGER_CONFIG", id, res.Configs)
+	}
+	if res := describe(id, "kafka.server"); res.ErrorCode != 0 || len(res.Configs) != 0 {
+		t.Errorf("BROKER_LOGGER %s asked for kafka.server only: %+v, want no configs", id, res)
+	}
+	wantCode(t, "BROKER_LOGGER of broker 77", describe("77").ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "BROKER_LOGGER without a name", describe("").ErrorCode, kerr.InvalidRequest)
+}
