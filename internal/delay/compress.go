@@ -21,45 +21,16 @@ import (
 // decompresses under the broker's decompression budget (scan.go,
 // remote.go).
 
-// compressors compresses store batches; safe for concurrent use.
+// compressors compresses store batches (batch.CompressorFor's codecs)
+// through pooled output buffers; safe for concurrent use.
 type compressors struct {
-	mu   sync.Mutex
-	m    map[int8]kgo.Compressor
 	bufs sync.Pool // *bytes.Buffer
 }
 
 func newCompressors() *compressors {
-	c := &compressors{m: map[int8]kgo.Compressor{}}
+	c := &compressors{}
 	c.bufs.New = func() any { return new(bytes.Buffer) }
 	return c
-}
-
-// get is the compressor of codec (1-4), nil for another.
-func (c *compressors) get(codec int8) kgo.Compressor {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if z, ok := c.m[codec]; ok {
-		return z
-	}
-	var cc kgo.CompressionCodec
-	switch codec {
-	case 1:
-		cc = kgo.GzipCompression()
-	case 2:
-		cc = kgo.SnappyCompression()
-	case 3:
-		cc = kgo.Lz4Compression()
-	case 4:
-		cc = kgo.ZstdCompression()
-	default:
-		return nil
-	}
-	z, err := kgo.DefaultCompressor(cc)
-	if err != nil {
-		z = nil
-	}
-	c.m[codec] = z
-	return z
 }
 
 // compressBatch compresses the records of the uncompressed store batch
@@ -72,8 +43,8 @@ func (c *compressors) compressBatch(b []byte, start int, codec int8) []byte {
 	if c == nil || codec == 0 || len(raw) > batch.MinDecompressedLimit {
 		return b
 	}
-	z := c.get(codec)
-	if z == nil {
+	z, err := batch.CompressorFor(codec)
+	if err != nil || z == nil {
 		return b
 	}
 	buf := c.bufs.Get().(*bytes.Buffer)

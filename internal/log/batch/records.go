@@ -186,7 +186,9 @@ var (
 	compressor = map[int8]kgo.Compressor{}
 )
 
-func compressorFor(codec int8) (kgo.Compressor, error) {
+// CompressorFor is the shared compressor of codec (1-4: gzip, snappy, lz4,
+// zstd); another codec is ErrCorrupt.
+func CompressorFor(codec int8) (kgo.Compressor, error) {
 	compMu.Lock()
 	defer compMu.Unlock()
 	if c, ok := compressor[codec]; ok {
@@ -215,7 +217,7 @@ func compressorFor(codec int8) (kgo.Compressor, error) {
 
 // compress compresses raw with codec (1-4) into a new slice.
 func compress(codec int8, raw []byte) ([]byte, error) {
-	comp, err := compressorFor(codec)
+	comp, err := CompressorFor(codec)
 	if err != nil {
 		return nil, err
 	}
