@@ -2,9 +2,6 @@ package testcluster
 
 import (
 	"context"
-	"math/rand/v2"
-	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,7 +288,7 @@ func (c *Cluster) freeAddrs(n int) []string {
 		c.used = map[string]bool{}
 	}
 	for range 100 {
-		addrs := freeAddrs(c.t, n)
+		addrs := testbroker.FreeAddrs(c.t, n)
 		if !slices.ContainsFunc(addrs, func(a string) bool { return c.used[a] }) {
 			for _, a := range addrs {
 				c.used[a] = true
@@ -301,47 +298,4 @@ func (c *Cluster) freeAddrs(n int) []string {
 	}
 	c.t.Fatalf("testcluster: no %d fresh ports in 100 tries", n)
 	return nil
-}
-
-// freeAddrs picks n distinct free 127.0.0.1 ports below the kernel's
-// ephemeral range, holding each until all are picked. The brokers are
-// given them as fixed ports and listen on them only later; a port from
-// the ephemeral range could meanwhile be handed to any listener on :0
-// (the brokers' own registry and Kafka listeners, other tests), which
-// made a broker fail to start with "address already in use". Below the
-// range only another fixed pick can take it.
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	lo := ephemeralLow()
-	out := make([]string, 0, n)
-	for try := 0; len(out) < n; try++ {
-		if try == 1000 {
-			t.Fatalf("testcluster: no free port below %d in 1000 tries", lo)
-		}
-		port := fixedPortMin + rand.IntN(lo-fixedPortMin)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
-	}
-	return out
-}
-
-// fixedPortMin is the least port freeAddrs picks.
-const fixedPortMin = 10000
-
-// ephemeralLow is the start of the kernel's ephemeral port range (Linux:
-// net.ipv4.ip_local_port_range), 32768 where it cannot be read.
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if lo, err := strconv.Atoi(f[0]); err == nil && lo > fixedPortMin+1000 {
-				return lo
-			}
-		}
-	}
-	return 32768
 }

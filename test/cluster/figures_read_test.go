@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -176,16 +175,6 @@ func medianReadRow(rows []readRow) readRow {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestClusterFiguresReadPath measures how fast a consumer reads back data
 // just produced (issue 18, item 5): readBenchConfig on 1 and 4
 // partitions, against a one-broker cluster, a single node, and a
@@ -208,7 +197,7 @@ func TestClusterFiguresReadPath(t *testing.T) {
 	smallNoRA := testcluster.Start(t, testcluster.Options{Brokers: 1,
 		ExtraArgs: append([]string{"--memory-budget-mb", fmt.Sprint(readSmallBudgetMB), "--read-ahead-bytes", "-1"}, extra...)})
 	keepLogs(t, smallNoRA)
-	admin := freeAddr(t)
+	admin := testbroker.FreeAddr(t)
 	single := testbroker.StartProcess(t, testbroker.BuildBinary(t), append([]string{"--admin-listen", admin}, extra...)...)
 	targets := []*readTarget{
 		{target: newTarget(t, "cluster (1 broker, S3)", c.Addrs()), pid: c.Broker(0).Pid(), s3pid: c.S3().Pid(), admin: c.AdminAddr(0)},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestServeRuntimeSettings(t *testing.T) {
 		{nil, "go_gc_gogc_percent 400", ""},
 		{[]string{"--gc-percent", "150", "--memory-limit-mb", "512"}, "go_gc_gogc_percent 150", "go_gc_gomemlimit_bytes 5.36870912e+08"},
 	} {
-		admin := freeAddr(t)
+		admin := testbroker.FreeAddr(t)
 		testbroker.StartProcess(t, bin, append([]string{"--admin-listen", admin}, c.args...)...)
 		body := scrape(t, admin)
 		for _, want := range []string{c.gc, c.memlimit} {
@@ -34,16 +33,6 @@ func TestServeRuntimeSettings(t *testing.T) {
 			}
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func scrape(t *testing.T, addr string) string {

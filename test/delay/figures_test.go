@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -294,16 +293,6 @@ func watchCompaction(b *testing.B, pid int, metrics string, idle int64) {
 	b.ReportMetric(float64((peak-idle)>>20), "compaction-peak-extra-RSS-MiB")
 	b.ReportMetric(float64(peakIn>>20), "compacting-peak-RSS-MiB")
 	b.ReportMetric(float64((after.RSS-idle)>>20), "after-compaction-extra-RSS-MiB")
-}
-
-// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // saveMemory logs the broker's Go memory figures and saves its heap

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +63,7 @@ func startSingle(t *testing.T, s settings) *target {
 		size = soakDiskBytes
 	}
 	tg := &target{t: t, name: "single node", disk: smallDisk(t, size), pids: map[int]int{}}
-	addr := freeAddr(t)
+	addr := testbroker.FreeAddr(t)
 	args := []string{
 		"--listen", addr, // fixed, so clients find the broker after a restart
 		"--auto-create-topics", "false",
@@ -237,19 +236,6 @@ func (tg *target) createTopic(topic string, partitions int32, configs map[string
 		}
 		return nil
 	})
-}
-
-// freeAddr picks a free 127.0.0.1 port. Another process could take it
-// before the broker listens; on a test machine that does not happen in
-// practice.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("picking a port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // smallDisk mounts a tmpfs of size bytes for the test: a real file system

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -132,7 +131,7 @@ func TestMemoryBudgetManyPartitions(t *testing.T) {
 func TestIdleMemoryReturned(t *testing.T) {
 	const partitions, records = 20000, 300000
 	bin := testbroker.BuildBinary(t)
-	admin := freeAddr(t)
+	admin := testbroker.FreeAddr(t)
 	p := testbroker.StartProcess(t, bin, "--idle-memory-return", "1s", "--admin-listen", admin, "--log-level", "warn")
 	testbroker.CreateTopic(t, p.Addr(), "burst", partitions, nil)
 	cl := testbroker.NewClient(t, p.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -172,16 +171,6 @@ func TestIdleMemoryReturned(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // scrapeMetrics reads the gauges of the broker's /metrics.
