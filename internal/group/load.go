@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // loadAll replays every partition of the offsets topic, retrying on error
@@ -129,59 +130,33 @@ func (c *Coordinator) finishLoad(loaded map[string]*group) map[string]*group {
 }
 
 func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[string]*group) error {
-	var offset, end int64
-	first := true
-	for first || offset < end {
-		data, hw, err := c.store.Read(ctx, p, offset)
-		if err != nil {
-			return err
-		}
-		if first {
-			end, first = hw, false
-		}
-		if len(data) == 0 {
-			break
-		}
-		for len(data) > 0 {
-			size, err := batch.Size(data)
-			if err != nil || size > len(data) {
-				return fmt.Errorf("%s-%d at %d: %w", Topic, p, offset, err)
-			}
-			h, recs, err := batch.Records(data[:size])
-			data = data[size:]
-			if err != nil {
-				return fmt.Errorf("%s-%d at %d: %w", Topic, p, offset, err)
-			}
-			if h.LastOffset() < offset {
-				continue
-			}
-			offset = h.LastOffset() + 1
-			if h.IsControl() {
-				if h.ProducerID >= 0 && len(recs) > 0 && h.BaseOffset < end {
-					if commit, ok := batch.ControlType(recs[0].Key); ok {
-						replayMarker(p, h.ProducerID, commit, loaded)
-					}
-				}
-				continue
-			}
-			pid := int64(-1)
-			if h.Attributes&attrTransactional != 0 && h.ProducerID >= 0 {
-				pid = h.ProducerID
-				c.txn.noteSeq(p, pid, h.ProducerEpoch, h.BaseSequence+h.LastOffsetDelta)
-			}
-			for i := range recs {
-				r := &recs[i]
-				at := h.BaseOffset + int64(r.OffsetDelta)
-				if at >= end {
-					break
-				}
-				if err := c.replay(p, at, r.Key, r.Value, loaded, pid); err != nil {
-					c.logger.Warn("skipping unreadable record in the offsets topic", "partition", p, "offset", at, "err", err)
+	read := func(ctx context.Context, offset int64) ([]byte, int64, error) { return c.store.Read(ctx, p, offset) }
+	return batch.Replay(ctx, fmt.Sprintf("%s-%d", Topic, p), read, func(h *batch.Header, recs []kmsg.Record, end int64) error {
+		if h.IsControl() {
+			if h.ProducerID >= 0 && len(recs) > 0 && h.BaseOffset < end {
+				if commit, ok := batch.ControlType(recs[0].Key); ok {
+					replayMarker(p, h.ProducerID, commit, loaded)
 				}
 			}
+			return nil
 		}
-	}
-	return nil
+		pid := int64(-1)
+		if h.Attributes&attrTransactional != 0 && h.ProducerID >= 0 {
+			pid = h.ProducerID
+			c.txn.noteSeq(p, pid, h.ProducerEpoch, h.BaseSequence+h.LastOffsetDelta)
+		}
+		for i := range recs {
+			r := &recs[i]
+			at := h.BaseOffset + int64(r.OffsetDelta)
+			if at >= end {
+				break
+			}
+			if err := c.replay(p, at, r.Key, r.Value, loaded, pid); err != nil {
+				c.logger.Warn("skipping unreadable record in the offsets topic", "partition", p, "offset", at, "err", err)
+			}
+		}
+		return nil
+	})
 }
 
 func (c *Coordinator) replay(p int32, at int64, key, value []byte, loaded map[string]*group, pid int64) error {

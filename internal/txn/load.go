@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/log/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // loadAll replays the state topic, retrying until it succeeds, then
@@ -65,46 +66,20 @@ func (c *Coordinator) load(ctx context.Context) error {
 }
 
 func (c *Coordinator) loadPartition(ctx context.Context, p int32, loaded map[string]*txn) error {
-	var offset, end int64
-	first := true
-	for first || offset < end {
-		data, hw, err := c.store.Read(ctx, p, offset)
-		if err != nil {
-			return err
+	read := func(ctx context.Context, offset int64) ([]byte, int64, error) { return c.store.Read(ctx, p, offset) }
+	return batch.Replay(ctx, fmt.Sprintf("%s-%d", Topic, p), read, func(h *batch.Header, recs []kmsg.Record, end int64) error {
+		if h.IsControl() {
+			return nil
 		}
-		if first {
-			end, first = hw, false
+		for i := range recs {
+			r := &recs[i]
+			if h.BaseOffset+int64(r.OffsetDelta) >= end {
+				break
+			}
+			c.replay(r.Key, r.Value, loaded)
 		}
-		if len(data) == 0 {
-			break
-		}
-		for len(data) > 0 {
-			size, err := batch.Size(data)
-			if err != nil || size > len(data) {
-				return fmt.Errorf("%s-%d at %d: bad batch: %v", Topic, p, offset, err)
-			}
-			h, recs, err := batch.Records(data[:size])
-			data = data[size:]
-			if err != nil {
-				return fmt.Errorf("%s-%d at %d: %w", Topic, p, offset, err)
-			}
-			if h.LastOffset() < offset {
-				continue
-			}
-			offset = h.LastOffset() + 1
-			if h.IsControl() {
-				continue
-			}
-			for i := range recs {
-				r := &recs[i]
-				if h.BaseOffset+int64(r.OffsetDelta) >= end {
-					break
-				}
-				c.replay(r.Key, r.Value, loaded)
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *Coordinator) replay(key, value []byte, loaded map[string]*txn) {
